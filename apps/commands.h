@@ -1,0 +1,9 @@
+// The `dflash` sub-commands. Each takes the arguments after its name and returns an exit code.
+#pragma once
+
+namespace dflash::app {
+
+int Generate(int argc, char** argv);
+int Bench(int argc, char** argv);
+
+}  // namespace dflash::app

@@ -1,0 +1,40 @@
+// A named, typed, shaped view of bytes that someone else owns (usually a memory-mapped file).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace dflash {
+
+struct Tensor {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;  // outermost first, as stored (HF: [out_features, in_features])
+  const uint8_t* data = nullptr;
+  size_t nbytes = 0;
+  std::string file;  // where it came from, for error messages
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+  std::string ShapeString() const;
+};
+
+// A 2-D weight as kernels see it: `rows` output features, each `cols` inputs wide, rows
+// `row_bytes` apart. Quantised dtypes keep their native block layout.
+struct WeightRef {
+  const uint8_t* data = nullptr;
+  DType dtype = DType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  size_t row_bytes = 0;
+  const uint8_t* Row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
+};
+
+}  // namespace dflash

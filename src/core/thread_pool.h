@@ -1,0 +1,52 @@
+// The one thread pool. ParallelFor hands out task indices [0, n) to the caller and the
+// workers; results must not depend on which thread runs a task (kernels split output
+// columns or rows, never a reduction), so numerics are independent of the thread count.
+// Dispatch allocates nothing and takes no lock: workers spin briefly on an atomic epoch,
+// then sleep on it (C++20 atomic wait).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace dflash {
+
+class ThreadPool {
+ public:
+  // num_threads counts the calling thread; 0 means one per hardware thread.
+  explicit ThreadPool(int num_threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Calls fn(task) for every task in [0, num_tasks); returns when all are done.
+  template <class Fn>
+  void ParallelFor(int64_t num_tasks, const Fn& fn) {
+    if (num_tasks <= 0) return;
+    if (num_tasks == 1 || workers_.empty()) {
+      for (int64_t t = 0; t < num_tasks; ++t) fn(t);
+      return;
+    }
+    Run(num_tasks, [](const void* ctx, int64_t t) { (*static_cast<const Fn*>(ctx))(t); }, &fn);
+  }
+
+ private:
+  using TaskFn = void (*)(const void* ctx, int64_t task);
+  void Run(int64_t num_tasks, TaskFn fn, const void* ctx);
+  void WorkerLoop();
+  void DrainTasks();
+
+  std::vector<std::thread> workers_;
+  std::atomic<uint64_t> epoch_{0};
+  std::atomic<int64_t> next_task_{0};
+  std::atomic<int> busy_{0};
+  std::atomic<bool> stop_{false};
+  int64_t num_tasks_ = 0;
+  TaskFn fn_ = nullptr;
+  const void* ctx_ = nullptr;
+};
+
+}  // namespace dflash

@@ -1,0 +1,53 @@
+// Compute kernels. They know shapes and dtypes, nothing about models.
+//
+// Every kernel is batch-invariant: the result for row m depends only on row m's inputs, never
+// on how many rows are computed together, how work is split across threads, or which rows
+// came before. Each output element is reduced in one fixed order. This is what makes a row
+// computed in a 16-row verify bit-identical to the same row computed alone in decode, and
+// so greedy speculative decoding bit-identical to plain decoding.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+
+namespace dflash::ops {
+
+// y[m, n] = sum_k x[m, k] * W[n, k]  (+ bias[n] if bias), for m < M, n < W.rows.
+// x: M x W.cols row-major f32; y: M x W.rows row-major f32. W in any supported dtype.
+void MatMul(const float* x, int64_t M, const WeightRef& w, const float* bias, float* y,
+            ThreadPool& pool);
+
+// y[r] = x[r] / rms(x[r]) * weight, for `rows` rows of `dim`; y may alias x.
+void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps, float* y);
+
+// out[i] = silu(gate[i]) * up[i]; out may alias gate.
+void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+
+// y[i] += x[i].
+void AddInPlace(float* y, const float* x, int64_t n);
+
+// Writes row `row` of W as f32 (embedding lookup, and the dequantisation reference).
+void DequantizeRow(const WeightRef& w, int64_t row, float* out);
+
+struct AttentionShape {
+  int n_heads = 0;     // query heads
+  int n_kv_heads = 0;  // key/value heads (GQA: n_heads % n_kv_heads == 0)
+  int head_dim = 0;
+  float scale = 1.0f;  // softmax scale, usually 1/sqrt(head_dim)
+};
+
+// Scaled dot-product attention for M query rows.
+// q:   M rows of n_heads*head_dim (row stride q_stride floats).
+// k,v: key/value rows, n_kv_heads*head_dim each, kv_stride floats apart.
+// Row m attends to keys [key_begin[m], key_end[m]) (a contiguous range covers causal,
+// bidirectional and sliding-window masks). out: M rows of n_heads*head_dim, out_stride apart.
+void Attention(const float* q, int64_t M, int64_t q_stride, const AttentionShape& shape,
+               const float* k, const float* v, int64_t kv_stride, const int32_t* key_begin,
+               const int32_t* key_end, float* out, int64_t out_stride, ThreadPool& pool);
+
+// The name of the SIMD target chosen at run time (e.g. "AVX3_ZEN4"), for reports.
+const char* SimdTargetName();
+
+}  // namespace dflash::ops
