@@ -1,0 +1,70 @@
+#include "model_flags.h"
+
+#include "core/error.h"
+
+namespace dflash::app {
+
+void ModelFlags::Declare(Args& a) {
+  a.Option("-m,--model", &model, "DIR", "target model directory (HF config.json + safetensors)");
+  a.Option("-d,--draft", &draft, "DIR", "DFlash draft directory (z-lab layout); enables --mode dflash");
+  a.Option("--mode", &mode, "ar|dflash", "plain autoregressive or DFlash speculative decoding (default: dflash when a draft is given)");
+  a.Option("-n,--n-predict", &n_predict, "N", "maximum new tokens");
+  a.Option("--temp", &temp, "T", "sampling temperature; 0 = greedy (default: generation_config.json, else 0)");
+  a.Option("--top-k", &top_k, "K", "top-k sampling, 0 = off");
+  a.Option("--top-p", &top_p, "P", "nucleus sampling, 1 = off");
+  a.Option("--seed", &seed, "S", "random seed for sampling");
+  a.Option("--block-size", &block_size, "B", "tokens verified per DFlash cycle (default: the draft's block_size)");
+  a.Flag("--no-eos", &no_eos, "ignore end-of-sequence tokens: always generate -n tokens (benchmarks)");
+  a.Option("-c,--ctx", &ctx, "N", "context length per sequence (KV cache positions)");
+  a.Option("-t,--threads", &threads, "N", "threads (0 = all hardware threads)");
+  a.Option("--prefill-chunk", &prefill_chunk, "N", "prompt rows per target forward pass");
+  a.Option("--draft-window", &draft_window, "N", "bound the draft's context to a sink plus N recent tokens (0 = unbounded)");
+  a.Option("--draft-sink", &draft_sink, "N", "draft context sink size when --draft-window is set");
+}
+
+EngineOptions ModelFlags::Engine() const {
+  if (model.empty()) Fail("-m/--model is required");
+  if (!mode.empty() && mode != "ar" && mode != "dflash") Fail("--mode must be 'ar' or 'dflash', got '", mode, "'");
+  if (mode == "dflash" && draft.empty()) Fail("--mode dflash needs a draft (-d DIR)");
+  if (prefill_chunk < 1) Fail("--prefill-chunk must be at least 1");
+  if (draft_window < 0 || draft_sink < 0) Fail("--draft-window and --draft-sink must be >= 0");
+  EngineOptions e;
+  e.target_dir = model;
+  e.draft_dir = mode == "ar" ? "" : draft;
+  e.context = ctx;
+  e.threads = threads;
+  e.prefill_chunk = prefill_chunk;
+  e.draft_window = draft_window;
+  e.draft_sink = draft_sink;
+  return e;
+}
+
+bool ModelFlags::speculative(const dflash::Engine& engine) const {
+  return engine.has_draft() && mode != "ar";
+}
+
+GenerateOptions ModelFlags::Generation(const Args& args, const dflash::Engine& engine) const {
+  GenerateOptions g;
+  g.max_new_tokens = n_predict;
+  g.stop_tokens = engine.defaults().eos_tokens;
+  g.ignore_stop = no_eos;
+  g.sampling = engine.defaults().sampling;
+  if (args.Given("--temp")) g.sampling.temperature = temp;
+  if (args.Given("--top-k")) g.sampling.top_k = top_k;
+  if (args.Given("--top-p")) g.sampling.top_p = top_p;
+  g.sampling.seed = seed;
+  ValidateSampling(g.sampling);
+  g.block_size = 1;
+  if (speculative(engine)) {
+    g.block_size = block_size > 0 ? block_size : engine.draft_config()->block_size;
+    if (g.block_size > 16 && g.block_size > engine.draft_config()->block_size) {
+      Fail("--block-size ", g.block_size, " exceeds the draft's block size ", engine.draft_config()->block_size);
+    }
+  } else if (args.Given("--block-size") && block_size != 1) {
+    Fail("--block-size needs a draft (-d DIR)");
+  }
+  if (n_predict < 1) Fail("-n must be at least 1");
+  return g;
+}
+
+}  // namespace dflash::app

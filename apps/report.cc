@@ -1,0 +1,58 @@
+#include "report.h"
+
+namespace dflash::app {
+
+Json ResultJson(const GenerateResult& r, const std::string& mode) {
+  const GenerateStats& s = r.stats;
+  Json j;
+  j["tokens"] = r.tokens;
+  j["prompt_tokens"] = s.prompt_tokens;
+  j["completion_tokens"] = s.completion_tokens;
+  j["finish_reason"] = r.finish_reason;
+  j["mode"] = mode;
+  j["ttft_ms"] = s.ttft_ms;
+  j["prefill_tok_s"] = s.prefill_tok_s();
+  j["decode_tok_s"] = s.decode_tok_s();
+  if (mode == "dflash") {
+    j["cycles"] = s.cycles;
+    j["tokens_per_cycle"] = s.tokens_per_cycle();
+    j["acceptance"] = s.acceptance();
+    j["accept_hist"] = s.accept_hist;
+    j["draft_ms"] = s.draft_ms;
+    j["verify_ms"] = s.verify_ms;
+  }
+  return j;
+}
+
+void PrintStats(FILE* out, const GenerateResult& r, const std::string& mode) {
+  const GenerateStats& s = r.stats;
+  std::fprintf(out, "[%s] prompt %d tok, %.1f tok/s prefill, ttft %.1f ms | %d tok, %.2f tok/s decode | finish: %s",
+               mode.c_str(), s.prompt_tokens, s.prefill_tok_s(), s.ttft_ms, s.completion_tokens,
+               s.decode_tok_s(), r.finish_reason.c_str());
+  if (mode == "dflash") {
+    std::fprintf(out, " | tau %.2f, acceptance %.2f over %d cycles (draft %.0f ms, verify %.0f ms)",
+                 s.tokens_per_cycle(), s.acceptance(), s.cycles, s.draft_ms, s.verify_ms);
+  }
+  std::fprintf(out, "\n");
+}
+
+double Speedup(const GenerateResult& plain, const GenerateResult& dflash) {
+  const auto per_token = [](const GenerateResult& r) {
+    return r.stats.completion_tokens > 1 ? r.stats.decode_ms / (r.stats.completion_tokens - 1) : 0.0;
+  };
+  const double d = per_token(dflash);
+  return d > 0 ? per_token(plain) / d : 0.0;
+}
+
+void PrintComparison(FILE* out, const GenerateResult& plain, const GenerateResult& dflash, bool greedy) {
+  PrintStats(out, plain, "ar");
+  PrintStats(out, dflash, "dflash");
+  std::fprintf(out, "speedup %.2fx (time per output token, plain / DFlash)", Speedup(plain, dflash));
+  if (greedy) {
+    std::fprintf(out, "; outputs %s\n", plain.tokens == dflash.tokens ? "identical" : "DIFFER (bug!)");
+  } else {
+    std::fprintf(out, "; sampled: outputs differ by design, distributions match\n");
+  }
+}
+
+}  // namespace dflash::app

@@ -1,0 +1,180 @@
+#include "draft/dflash_draft.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "ops/ops.h"
+
+namespace dflash {
+
+DFlashDraft::DFlashDraft(const DraftConfig& config, const TensorStore& store,
+                         const TargetModel& target, const DraftOptions& options, ThreadPool& pool)
+    : cfg_(config),
+      options_(options),
+      pool_(pool),
+      target_(target),
+      rope_(config.decoder.rope, config.decoder.head_dim, target.kv_capacity() + options.max_block) {
+  const DecoderConfig& d = cfg_.decoder;
+  const int64_t H = d.hidden_size;
+  vocab_ = target.config().vocab_size;
+  q_dim_ = d.num_heads * d.head_dim;
+  kv_dim_ = d.num_kv_heads * d.head_dim;
+  feature_width_ = static_cast<int>(cfg_.target_layer_ids.size()) * d.hidden_size;
+  if (static_cast<int>(target.capture_layers().size()) * target.config().hidden_size != feature_width_) {
+    Fail(store.origin(), ": the target captures ", target.capture_layers().size(),
+         " layers but the draft expects ", cfg_.target_layer_ids.size());
+  }
+  fc_ = AsWeight(store.Require("fc.weight", {H, feature_width_}));
+  hidden_norm_ = ToF32Vector(store.Require("hidden_norm.weight", {H}));
+  final_norm_ = ToF32Vector(store.Require("norm.weight", {H}));
+  for (int l = 0; l < d.num_layers; ++l) {
+    layers_.push_back(LoadDecoderLayer(store, "layers." + std::to_string(l), d));
+  }
+  if (options_.window > 0) {
+    options_.context_capacity = options_.sink + options_.window + options_.window / 2 + options_.max_append;
+  }
+  cache_rows_ = options_.context_capacity + options_.max_block;
+  const size_t cache = static_cast<size_t>(d.num_layers) * cache_rows_ * kv_dim_;
+  k_cache_.assign(cache, 0.0f);
+  v_cache_.assign(cache, 0.0f);
+  ctx_pos_.assign(cache_rows_, 0);
+  const int B = options_.max_block;
+  const int R = std::max(B, options_.max_append);
+  ctx_.resize(static_cast<size_t>(options_.max_append) * H);
+  x_.resize(static_cast<size_t>(B) * H);
+  xn_.resize(static_cast<size_t>(R) * std::max<int64_t>(H, q_dim_));
+  q_.resize(static_cast<size_t>(B) * q_dim_);
+  attn_.resize(static_cast<size_t>(B) * q_dim_);
+  gate_.resize(static_cast<size_t>(B) * d.intermediate_size);
+  up_.resize(static_cast<size_t>(B) * d.intermediate_size);
+  logits_.resize(static_cast<size_t>(std::max(B - 1, 1)) * vocab_);
+  key_begin_.resize(B);
+  key_end_.resize(B);
+}
+
+void DFlashDraft::AppendContext(const float* features, int n, int pos) {
+  const DecoderConfig& d = cfg_.decoder;
+  const int64_t H = d.hidden_size;
+  const float eps = static_cast<float>(d.rms_norm_eps);
+  if (n < 1 || n > options_.max_append) Fail("draft: AppendContext of ", n, " rows (max ", options_.max_append, ")");
+  if (options_.window > 0 && ctx_len_ + n > options_.sink + options_.window + options_.window / 2) Compact();
+  if (ctx_len_ + n > options_.context_capacity) {
+    Fail("draft context full: ", ctx_len_ + n, " rows, capacity ", options_.context_capacity);
+  }
+  ops::MatMul(features, n, fc_, nullptr, ctx_.data(), pool_);
+  ops::RmsNorm(ctx_.data(), n, H, hidden_norm_.data(), eps, ctx_.data());
+  for (int l = 0; l < d.num_layers; ++l) {
+    const DecoderLayerWeights& w = layers_[l];
+    float* k_rows = k_cache_.data() + (static_cast<size_t>(l) * cache_rows_ + ctx_len_) * kv_dim_;
+    float* v_rows = v_cache_.data() + (static_cast<size_t>(l) * cache_rows_ + ctx_len_) * kv_dim_;
+    ops::MatMul(ctx_.data(), n, w.k_proj, BiasOrNull(w.k_bias), k_rows, pool_);
+    ops::MatMul(ctx_.data(), n, w.v_proj, BiasOrNull(w.v_bias), v_rows, pool_);
+    ops::RmsNorm(k_rows, static_cast<int64_t>(n) * d.num_kv_heads, d.head_dim, w.k_norm.data(), eps, k_rows);
+    for (int r = 0; r < n; ++r) rope_.Apply(k_rows + static_cast<size_t>(r) * kv_dim_, d.num_kv_heads, pos + r);
+  }
+  for (int r = 0; r < n; ++r) ctx_pos_[ctx_len_ + r] = pos + r;
+  ctx_len_ += n;
+}
+
+void DFlashDraft::Compact() {
+  // Keep rows [0, sink) and the last `window` rows; positions stay absolute (RoPE is baked
+  // into the cached keys), and cached rows stay sorted by position.
+  const int keep_from = ctx_len_ - options_.window;
+  const int dst = options_.sink;
+  if (keep_from <= dst) return;
+  for (int l = 0; l < cfg_.decoder.num_layers; ++l) {
+    for (std::vector<float>* cache : {&k_cache_, &v_cache_}) {
+      float* base = cache->data() + static_cast<size_t>(l) * cache_rows_ * kv_dim_;
+      std::memmove(base + static_cast<size_t>(dst) * kv_dim_, base + static_cast<size_t>(keep_from) * kv_dim_,
+                   static_cast<size_t>(options_.window) * kv_dim_ * sizeof(float));
+    }
+  }
+  std::memmove(ctx_pos_.data() + dst, ctx_pos_.data() + keep_from, options_.window * sizeof(int32_t));
+  ctx_len_ = dst + options_.window;
+}
+
+void DFlashDraft::TruncateContext(int pos) {
+  if (options_.window > 0 && pos > 0) Fail("draft: TruncateContext(", pos, ") needs an unbounded draft context");
+  ctx_len_ = std::min(ctx_len_, std::max(pos, 0));
+}
+
+void DFlashDraft::LayerAttention(int layer, int B, int pos) {
+  const DecoderConfig& d = cfg_.decoder;
+  const DecoderLayerWeights& w = layers_[layer];
+  const float eps = static_cast<float>(d.rms_norm_eps);
+  float* k_layer = k_cache_.data() + static_cast<size_t>(layer) * cache_rows_ * kv_dim_;
+  float* v_layer = v_cache_.data() + static_cast<size_t>(layer) * cache_rows_ * kv_dim_;
+  float* k_rows = k_layer + static_cast<size_t>(ctx_len_) * kv_dim_;
+  float* v_rows = v_layer + static_cast<size_t>(ctx_len_) * kv_dim_;
+  ops::MatMul(xn_.data(), B, w.q_proj, BiasOrNull(w.q_bias), q_.data(), pool_);
+  ops::MatMul(xn_.data(), B, w.k_proj, BiasOrNull(w.k_bias), k_rows, pool_);
+  ops::MatMul(xn_.data(), B, w.v_proj, BiasOrNull(w.v_bias), v_rows, pool_);
+  ops::RmsNorm(q_.data(), static_cast<int64_t>(B) * d.num_heads, d.head_dim, w.q_norm.data(), eps, q_.data());
+  ops::RmsNorm(k_rows, static_cast<int64_t>(B) * d.num_kv_heads, d.head_dim, w.k_norm.data(), eps, k_rows);
+  const int window = d.layer_window[layer];
+  const bool causal = cfg_.layer_causal[layer];
+  const int total = ctx_len_ + B;
+  for (int j = 0; j < B; ++j) {
+    rope_.Apply(q_.data() + static_cast<size_t>(j) * q_dim_, d.num_heads, pos + j);
+    rope_.Apply(k_rows + static_cast<size_t>(j) * kv_dim_, d.num_kv_heads, pos + j);
+  }
+  for (int j = 0; j < B; ++j) {
+    const int q_pos = pos + j;
+    int begin = 0, end = causal ? ctx_len_ + j + 1 : total;
+    if (window > 0) {
+      // Cached rows are sorted by position: find the first with q_pos - k_pos < window.
+      begin = static_cast<int>(std::upper_bound(ctx_pos_.begin(), ctx_pos_.begin() + ctx_len_, q_pos - window) -
+                               ctx_pos_.begin());
+      if (begin == ctx_len_) begin = ctx_len_ + std::max(0, j - window + 1);
+      if (!causal) end = std::min(total, ctx_len_ + j + window);
+    }
+    key_begin_[j] = begin;
+    key_end_[j] = end;
+  }
+  ops::AttentionShape shape{d.num_heads, d.num_kv_heads, d.head_dim,
+                            1.0f / std::sqrt(static_cast<float>(d.head_dim))};
+  ops::Attention(q_.data(), B, q_dim_, shape, k_layer, v_layer, kv_dim_, key_begin_.data(),
+                 key_end_.data(), attn_.data(), q_dim_, pool_);
+  ops::MatMul(attn_.data(), B, w.o_proj, BiasOrNull(w.o_bias), xn_.data(), pool_);
+}
+
+void DFlashDraft::Propose(int32_t anchor, int pos, int B) {
+  const DecoderConfig& d = cfg_.decoder;
+  const int64_t H = d.hidden_size, I = d.intermediate_size;
+  const float eps = static_cast<float>(d.rms_norm_eps);
+  if (B < 2 || B > options_.max_block) Fail("draft: block size ", B, " outside [2, ", options_.max_block, "]");
+  if (pos + B > rope_.max_positions()) Fail("draft: position ", pos + B, " beyond the context");
+  const float scale = static_cast<float>(cfg_.input_embedding_scale);
+  for (int j = 0; j < B; ++j) {
+    ops::DequantizeRow(target_.embedding(), j == 0 ? anchor : cfg_.mask_token_id, x_.data() + j * H);
+    if (scale != 1.0f) {
+      for (int64_t i = 0; i < H; ++i) x_[j * H + i] *= scale;
+    }
+  }
+  for (int l = 0; l < d.num_layers; ++l) {
+    const DecoderLayerWeights& w = layers_[l];
+    ops::RmsNorm(x_.data(), B, H, w.input_norm.data(), eps, xn_.data());
+    LayerAttention(l, B, pos);
+    ops::AddInPlace(x_.data(), xn_.data(), B * H);
+    ops::RmsNorm(x_.data(), B, H, w.post_attention_norm.data(), eps, xn_.data());
+    ops::MatMul(xn_.data(), B, w.gate_proj, nullptr, gate_.data(), pool_);
+    ops::MatMul(xn_.data(), B, w.up_proj, nullptr, up_.data(), pool_);
+    ops::SiluMul(gate_.data(), up_.data(), B * I, gate_.data());
+    ops::MatMul(gate_.data(), B, w.down_proj, nullptr, xn_.data(), pool_);
+    ops::AddInPlace(x_.data(), xn_.data(), B * H);
+  }
+  ops::RmsNorm(x_.data() + H, B - 1, H, final_norm_.data(), eps, xn_.data());
+  ops::MatMul(xn_.data(), B - 1, target_.lm_head(), nullptr, logits_.data(), pool_);
+  const float mult = static_cast<float>(cfg_.output_multiplier);
+  const float cap = static_cast<float>(cfg_.final_logit_softcapping);
+  if (mult != 1.0f || cap > 0) {
+    for (size_t i = 0; i < static_cast<size_t>(B - 1) * vocab_; ++i) {
+      float v = logits_[i] * mult;
+      if (cap > 0) v = std::tanh(v / cap) * cap;
+      logits_[i] = v;
+    }
+  }
+}
+
+}  // namespace dflash

@@ -1,0 +1,78 @@
+#include "io/tensor_store.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "ops/ops.h"
+
+namespace dflash {
+
+const MappedFile& TensorStore::Keep(std::unique_ptr<MappedFile> file) {
+  files_.push_back(std::move(file));
+  return *files_.back();
+}
+
+void TensorStore::Add(Tensor t) {
+  const std::string name = t.name;
+  if (!tensors_.emplace(name, std::move(t)).second) {
+    Fail(origin_, ": tensor '", name, "' appears twice");
+  }
+}
+
+const Tensor* TensorStore::Find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+const Tensor& TensorStore::Require(const std::string& name,
+                                   const std::vector<int64_t>& shape) const {
+  const Tensor* t = Find(name);
+  if (!t) Fail(origin_, ": tensor '", name, "' is missing");
+  bool ok = t->shape.size() == shape.size();
+  for (size_t i = 0; ok && i < shape.size(); ++i) ok = shape[i] < 0 || shape[i] == t->shape[i];
+  if (!ok) {
+    Tensor want;
+    want.shape = shape;
+    Fail(t->file, ": tensor '", name, "' has shape ", t->ShapeString(), ", expected ",
+         want.ShapeString());
+  }
+  return *t;
+}
+
+std::vector<std::string> TensorStore::Names() const {
+  std::vector<std::string> names;
+  names.reserve(tensors_.size());
+  for (const auto& [name, t] : tensors_) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+WeightRef AsWeight(const Tensor& t) {
+  if (t.shape.size() != 2) Fail(t.file, ": tensor '", t.name, "' is not 2-D");
+  WeightRef w;
+  w.data = t.data;
+  w.dtype = t.dtype;
+  w.rows = t.shape[0];
+  w.cols = t.shape[1];
+  if (w.cols % BlockElems(t.dtype) != 0) {
+    Fail(t.file, ": tensor '", t.name, "': row length ", w.cols, " is not a multiple of the ",
+         DTypeName(t.dtype), " block size");
+  }
+  w.row_bytes = RowBytes(t.dtype, w.cols);
+  return w;
+}
+
+std::vector<float> ToF32Vector(const Tensor& t) {
+  if (t.shape.size() != 1) Fail(t.file, ": tensor '", t.name, "' is not 1-D");
+  WeightRef w;
+  w.data = t.data;
+  w.dtype = t.dtype;
+  w.rows = 1;
+  w.cols = t.shape[0];
+  w.row_bytes = RowBytes(t.dtype, w.cols);
+  std::vector<float> out(static_cast<size_t>(w.cols));
+  ops::DequantizeRow(w, 0, out.data());
+  return out;
+}
+
+}  // namespace dflash

@@ -1,0 +1,41 @@
+// All tensors of one model, by name, whatever file format they came from. The files stay
+// memory-mapped for the store's lifetime; tensors point into them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/mapped_file.h"
+#include "core/tensor.h"
+
+namespace dflash {
+
+class TensorStore {
+ public:
+  explicit TensorStore(std::string origin) : origin_(std::move(origin)) {}
+
+  // Takes ownership of a mapped file whose tensors are added with Add().
+  const MappedFile& Keep(std::unique_ptr<MappedFile> file);
+  void Add(Tensor t);  // throws on duplicate names
+
+  const Tensor* Find(const std::string& name) const;
+  // Throws Error naming the model and the tensor when it is missing, or when its shape is
+  // not `shape` (-1 matches anything).
+  const Tensor& Require(const std::string& name, const std::vector<int64_t>& shape) const;
+  std::vector<std::string> Names() const;
+  const std::string& origin() const { return origin_; }
+
+ private:
+  std::string origin_;
+  std::vector<std::unique_ptr<MappedFile>> files_;
+  std::unordered_map<std::string, Tensor> tensors_;
+};
+
+// A 2-D tensor as a kernel operand (rows = shape[0]).
+WeightRef AsWeight(const Tensor& t);
+// A 1-D tensor converted to f32 (norm weights, biases), for the model to own.
+std::vector<float> ToF32Vector(const Tensor& t);
+
+}  // namespace dflash

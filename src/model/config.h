@@ -1,0 +1,74 @@
+// Model hyper-parameters read from Hugging Face config.json files.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "io/json_file.h"
+
+namespace dflash {
+
+// Rotary embedding parameters in transformers' terms (rope_parameters / rope_scaling).
+struct RopeConfig {
+  std::string type = "default";  // default | linear | yarn
+  double theta = 10000.0;
+  double factor = 1.0;
+  // yarn
+  int original_max_position_embeddings = 0;
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  double attention_factor = -1.0;  // < 0: derived from factor (and mscale) as transformers does
+  double mscale = 0.0;
+  double mscale_all_dim = 0.0;
+  bool truncate = true;
+};
+
+// The decoder shape shared by Qwen3 targets and DFlash drafts.
+struct DecoderConfig {
+  int vocab_size = 0;
+  int hidden_size = 0;
+  int intermediate_size = 0;
+  int num_layers = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  double rms_norm_eps = 1e-6;
+  bool attention_bias = false;
+  bool tie_word_embeddings = false;
+  int max_position_embeddings = 0;
+  RopeConfig rope;
+  // Per layer: 0 = full attention, else the sliding window (keys with q_pos - k_pos < window).
+  std::vector<int> layer_window;
+};
+
+struct TargetConfig {
+  std::string architecture;
+  DecoderConfig decoder;
+};
+
+struct DraftConfig {
+  DecoderConfig decoder;  // vocab_size may be 0: the draft uses the target's vocabulary
+  int block_size = 16;
+  int num_target_layers = 0;
+  std::vector<int> target_layer_ids;  // 0-based target layers whose outputs are captured
+  int mask_token_id = -1;
+  // Per layer: causal inside the block (z-lab: sliding layers are causal, full ones are not,
+  // unless the config's is_causal / dflash_config.causal says otherwise).
+  std::vector<bool> layer_causal;
+  double input_embedding_scale = 1.0;
+  double output_multiplier = 1.0;
+  double final_logit_softcapping = 0.0;
+};
+
+// Read `dir/config.json`; throw Error naming the file and field on anything unexpected.
+TargetConfig LoadTargetConfig(const std::string& dir);
+DraftConfig LoadDraftConfig(const std::string& dir);
+
+// z-lab's default capture layers for a draft of `num_draft_layers` over `num_target_layers`.
+std::vector<int> DefaultTargetLayerIds(int num_target_layers, int num_draft_layers);
+
+// Checks a draft against its target: hidden size, vocabulary, layer ids, mask token.
+void CheckDraftMatchesTarget(const DraftConfig& draft, const TargetConfig& target,
+                             const std::string& draft_dir);
+
+}  // namespace dflash

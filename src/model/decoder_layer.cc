@@ -1,0 +1,39 @@
+#include "model/decoder_layer.h"
+
+namespace dflash {
+
+DecoderLayerWeights LoadDecoderLayer(const TensorStore& store, const std::string& prefix,
+                                     const DecoderConfig& c) {
+  const int64_t H = c.hidden_size, I = c.intermediate_size;
+  const int64_t q_dim = static_cast<int64_t>(c.num_heads) * c.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    return AsWeight(store.Require(prefix + name, {rows, cols}));
+  };
+  auto vector = [&](const std::string& name, int64_t n) {
+    return ToF32Vector(store.Require(prefix + name, {n}));
+  };
+  DecoderLayerWeights w;
+  w.q_proj = matrix(".self_attn.q_proj.weight", q_dim, H);
+  w.k_proj = matrix(".self_attn.k_proj.weight", kv_dim, H);
+  w.v_proj = matrix(".self_attn.v_proj.weight", kv_dim, H);
+  w.o_proj = matrix(".self_attn.o_proj.weight", H, q_dim);
+  w.gate_proj = matrix(".mlp.gate_proj.weight", I, H);
+  w.up_proj = matrix(".mlp.up_proj.weight", I, H);
+  w.down_proj = matrix(".mlp.down_proj.weight", H, I);
+  if (c.attention_bias) {
+    w.q_bias = vector(".self_attn.q_proj.bias", q_dim);
+    w.k_bias = vector(".self_attn.k_proj.bias", kv_dim);
+    w.v_bias = vector(".self_attn.v_proj.bias", kv_dim);
+    w.o_bias = vector(".self_attn.o_proj.bias", H);
+  }
+  w.input_norm = vector(".input_layernorm.weight", H);
+  w.post_attention_norm = vector(".post_attention_layernorm.weight", H);
+  w.q_norm = vector(".self_attn.q_norm.weight", c.head_dim);
+  w.k_norm = vector(".self_attn.k_norm.weight", c.head_dim);
+  return w;
+}
+
+const float* BiasOrNull(const std::vector<float>& bias) { return bias.empty() ? nullptr : bias.data(); }
+
+}  // namespace dflash

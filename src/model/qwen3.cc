@@ -1,0 +1,128 @@
+#include "model/qwen3.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops/ops.h"
+
+namespace dflash {
+
+Qwen3Model::Qwen3Model(const TargetConfig& config, const TensorStore& store,
+                       const TargetOptions& options, ThreadPool& pool)
+    : cfg_(config.decoder),
+      options_(options),
+      pool_(pool),
+      rope_(cfg_.rope, cfg_.head_dim, options.kv_capacity) {
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
+  if (options_.max_rows < 1) Fail("target: max_rows must be at least 1");
+  if (options_.kv_capacity < 1) Fail("target: kv capacity must be at least 1");
+  for (int id : options_.capture_layers) {
+    if (id < 0 || id >= cfg_.num_layers) Fail(store.origin(), ": capture layer ", id, " out of range");
+  }
+  embed_ = AsWeight(store.Require("model.embed_tokens.weight", {V, H}));
+  if (cfg_.tie_word_embeddings) {
+    const Tensor* head = store.Find("lm_head.weight");
+    lm_head_ = head ? AsWeight(store.Require("lm_head.weight", {V, H})) : embed_;
+  } else {
+    lm_head_ = AsWeight(store.Require("lm_head.weight", {V, H}));
+  }
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    layers_.push_back(LoadDecoderLayer(store, "model.layers." + std::to_string(l), cfg_));
+  }
+  final_norm_ = ToF32Vector(store.Require("model.norm.weight", {H}));
+
+  q_dim_ = cfg_.num_heads * cfg_.head_dim;
+  kv_dim_ = cfg_.num_kv_heads * cfg_.head_dim;
+  feature_width_ = static_cast<int>(options_.capture_layers.size()) * cfg_.hidden_size;
+  const size_t R = options_.max_rows;
+  const size_t cache = static_cast<size_t>(cfg_.num_layers) * options_.kv_capacity * kv_dim_;
+  k_cache_.assign(cache, 0.0f);
+  v_cache_.assign(cache, 0.0f);
+  x_.resize(R * H);
+  xn_.resize(R * std::max<int64_t>(H, q_dim_));
+  q_.resize(R * q_dim_);
+  attn_.resize(R * q_dim_);
+  gate_.resize(R * cfg_.intermediate_size);
+  up_.resize(R * cfg_.intermediate_size);
+  logits_.resize(R * V);
+  features_.resize(R * std::max(feature_width_, 1));
+  key_begin_.resize(R);
+  key_end_.resize(R);
+}
+
+void Qwen3Model::Truncate(int length) {
+  if (length < 0 || length > kv_length_) Fail("target: cannot truncate KV of ", kv_length_, " to ", length);
+  kv_length_ = length;
+}
+
+void Qwen3Model::Attention(int layer, int n) {
+  const DecoderLayerWeights& w = layers_[layer];
+  const int pos0 = kv_length_;
+  float* k_layer = k_cache_.data() + static_cast<size_t>(layer) * options_.kv_capacity * kv_dim_;
+  float* v_layer = v_cache_.data() + static_cast<size_t>(layer) * options_.kv_capacity * kv_dim_;
+  float* k_rows = k_layer + static_cast<size_t>(pos0) * kv_dim_;
+  float* v_rows = v_layer + static_cast<size_t>(pos0) * kv_dim_;
+
+  ops::MatMul(xn_.data(), n, w.q_proj, BiasOrNull(w.q_bias), q_.data(), pool_);
+  ops::MatMul(xn_.data(), n, w.k_proj, BiasOrNull(w.k_bias), k_rows, pool_);
+  ops::MatMul(xn_.data(), n, w.v_proj, BiasOrNull(w.v_bias), v_rows, pool_);
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  ops::RmsNorm(q_.data(), static_cast<int64_t>(n) * cfg_.num_heads, cfg_.head_dim, w.q_norm.data(), eps, q_.data());
+  ops::RmsNorm(k_rows, static_cast<int64_t>(n) * cfg_.num_kv_heads, cfg_.head_dim, w.k_norm.data(), eps, k_rows);
+  const int window = cfg_.layer_window[layer];
+  for (int r = 0; r < n; ++r) {
+    const int pos = pos0 + r;
+    rope_.Apply(q_.data() + static_cast<size_t>(r) * q_dim_, cfg_.num_heads, pos);
+    rope_.Apply(k_rows + static_cast<size_t>(r) * kv_dim_, cfg_.num_kv_heads, pos);
+    key_begin_[r] = window > 0 ? std::max(0, pos - window + 1) : 0;
+    key_end_[r] = pos + 1;
+  }
+  ops::AttentionShape shape{cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim,
+                            1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
+  ops::Attention(q_.data(), n, q_dim_, shape, k_layer, v_layer, kv_dim_, key_begin_.data(),
+                 key_end_.data(), attn_.data(), q_dim_, pool_);
+  ops::MatMul(attn_.data(), n, w.o_proj, BiasOrNull(w.o_bias), xn_.data(), pool_);
+}
+
+void Qwen3Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
+  const int n = static_cast<int>(tokens.size());
+  const int64_t H = cfg_.hidden_size;
+  if (n < 1 || n > options_.max_rows) Fail("target: Forward of ", n, " rows (max ", options_.max_rows, ")");
+  if (kv_length_ + n > options_.kv_capacity) {
+    Fail("context full: ", kv_length_ + n, " positions needed, KV cache holds ", options_.kv_capacity);
+  }
+  for (int r = 0; r < n; ++r) {
+    if (tokens[r] < 0 || tokens[r] >= cfg_.vocab_size) {
+      Fail("token id ", tokens[r], " is outside the vocabulary (", cfg_.vocab_size, ")");
+    }
+    ops::DequantizeRow(embed_, tokens[r], x_.data() + r * H);
+  }
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const int64_t I = cfg_.intermediate_size;
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    const DecoderLayerWeights& w = layers_[l];
+    ops::RmsNorm(x_.data(), n, H, w.input_norm.data(), eps, xn_.data());
+    Attention(l, n);
+    ops::AddInPlace(x_.data(), xn_.data(), n * H);
+    ops::RmsNorm(x_.data(), n, H, w.post_attention_norm.data(), eps, xn_.data());
+    ops::MatMul(xn_.data(), n, w.gate_proj, nullptr, gate_.data(), pool_);
+    ops::MatMul(xn_.data(), n, w.up_proj, nullptr, up_.data(), pool_);
+    ops::SiluMul(gate_.data(), up_.data(), n * I, gate_.data());
+    ops::MatMul(gate_.data(), n, w.down_proj, nullptr, xn_.data(), pool_);
+    ops::AddInPlace(x_.data(), xn_.data(), n * H);
+    for (size_t f = 0; f < options_.capture_layers.size(); ++f) {
+      if (options_.capture_layers[f] != l) continue;
+      for (int r = 0; r < n; ++r) {
+        std::memcpy(features_.data() + static_cast<size_t>(r) * feature_width_ + f * H,
+                    x_.data() + r * H, H * sizeof(float));
+      }
+    }
+  }
+  kv_length_ += n;
+  const int first = all_logits ? 0 : n - 1;
+  const int rows = n - first;
+  ops::RmsNorm(x_.data() + first * H, rows, H, final_norm_.data(), eps, xn_.data());
+  ops::MatMul(xn_.data(), rows, lm_head_, nullptr, logits_.data(), pool_);
+}
+
+}  // namespace dflash

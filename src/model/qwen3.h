@@ -1,0 +1,68 @@
+// Qwen3 dense decoder (Qwen3ForCausalLM) over memory-mapped HF weights.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "io/tensor_store.h"
+#include "model/decoder_layer.h"
+#include "model/rope.h"
+#include "model/target.h"
+
+namespace dflash {
+
+struct TargetOptions {
+  int kv_capacity = 4096;         // positions of KV cache reserved (per sequence)
+  int max_rows = 64;              // rows per Forward (prefill chunk, verify block)
+  std::vector<int> capture_layers;  // 0-based layers whose outputs Features() returns
+};
+
+class Qwen3Model final : public TargetModel {
+ public:
+  // `store` must outlive the model (weights are used in place).
+  Qwen3Model(const TargetConfig& config, const TensorStore& store, const TargetOptions& options,
+             ThreadPool& pool);
+
+  void Forward(std::span<const int32_t> tokens, bool all_logits) override;
+  const float* Logits(int r) const override { return logits_.data() + static_cast<size_t>(r) * cfg_.vocab_size; }
+  const float* Features(int r) const override { return features_.data() + static_cast<size_t>(r) * feature_width_; }
+  int kv_length() const override { return kv_length_; }
+  int kv_capacity() const override { return options_.kv_capacity; }
+  void Truncate(int length) override;
+  int max_rows() const override { return options_.max_rows; }
+  const DecoderConfig& config() const override { return cfg_; }
+  std::span<const int> capture_layers() const override { return options_.capture_layers; }
+  const WeightRef& embedding() const override { return embed_; }
+  const WeightRef& lm_head() const override { return lm_head_; }
+
+  size_t kv_bytes() const { return (k_cache_.size() + v_cache_.size()) * sizeof(float); }
+
+ private:
+  void Attention(int layer, int n);
+
+  DecoderConfig cfg_;
+  TargetOptions options_;
+  ThreadPool& pool_;
+  Rope rope_;
+  WeightRef embed_, lm_head_;
+  std::vector<DecoderLayerWeights> layers_;
+  std::vector<float> final_norm_;
+  int q_dim_, kv_dim_, feature_width_;
+
+  // KV cache: [layer][position][kv_dim], f32.
+  std::vector<float> k_cache_, v_cache_;
+  int kv_length_ = 0;
+
+  // Scratch, max_rows rows each (shapes in the names' comments).
+  std::vector<float> x_;         // [R][H] residual stream
+  std::vector<float> xn_;        // [R][H] normed input / projection output
+  std::vector<float> q_;         // [R][q_dim]
+  std::vector<float> attn_;      // [R][q_dim]
+  std::vector<float> gate_, up_; // [R][I]
+  std::vector<float> logits_;    // [R][V]
+  std::vector<float> features_;  // [R][F*H]
+  std::vector<int32_t> key_begin_, key_end_;  // [R]
+};
+
+}  // namespace dflash

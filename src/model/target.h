@@ -1,0 +1,39 @@
+// What the speculative loop and the draft need from a target model: forward a batch of rows
+// at the end of the KV cache, read their logits and captured layer outputs, crop the cache.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/tensor.h"
+#include "model/config.h"
+
+namespace dflash {
+
+class TargetModel {
+ public:
+  virtual ~TargetModel() = default;
+
+  // Runs tokens at positions [kv_length(), kv_length() + n) and appends their K/V.
+  // n <= max_rows(). Logits are produced for every row if all_logits, else for the last row
+  // only (prefill). Captured features are produced for every row.
+  virtual void Forward(std::span<const int32_t> tokens, bool all_logits) = 0;
+  // Row r of the last Forward's logits ([vocab]); with all_logits false only r = 0 exists.
+  virtual const float* Logits(int r) const = 0;
+  // Row r of the last Forward's captured features: the outputs of capture_layers() in order,
+  // concatenated ([capture_layers().size() * hidden]).
+  virtual const float* Features(int r) const = 0;
+
+  virtual int kv_length() const = 0;
+  virtual int kv_capacity() const = 0;
+  virtual void Truncate(int length) = 0;  // keeps positions [0, length)
+
+  virtual int max_rows() const = 0;
+  virtual const DecoderConfig& config() const = 0;
+  virtual std::span<const int> capture_layers() const = 0;
+  // The token embedding table and LM head, which a DFlash draft borrows.
+  virtual const WeightRef& embedding() const = 0;
+  virtual const WeightRef& lm_head() const = 0;
+};
+
+}  // namespace dflash

@@ -1,0 +1,67 @@
+// A loaded model pair ready to generate: the target, an optional DFlash draft, the thread
+// pool they share, and the defaults from generation_config.json. Front ends (CLI, server,
+// bench) build one of these and call Generate.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "draft/dflash_draft.h"
+#include "io/tensor_store.h"
+#include "model/config.h"
+#include "model/qwen3.h"
+#include "spec/generate.h"
+
+namespace dflash {
+
+struct EngineOptions {
+  std::string target_dir;
+  std::string draft_dir;      // empty: no draft
+  int context = 4096;         // KV positions per sequence
+  int threads = 0;            // 0: one per hardware thread
+  int prefill_chunk = 64;     // rows per prefill Forward
+  int draft_window = 0;       // bounded draft context (0: unbounded)
+  int draft_sink = 64;
+};
+
+// Defaults a checkpoint ships in generation_config.json (and config.json's eos_token_id).
+struct GenerationDefaults {
+  std::vector<int32_t> eos_tokens;
+  SamplingParams sampling;  // greedy unless do_sample is true
+};
+
+class Engine {
+ public:
+  explicit Engine(const EngineOptions& options);
+
+  // Clears the caches and generates after `prompt`.
+  GenerateResult Generate(std::span<const int32_t> prompt, const GenerateOptions& options,
+                          const TokenSink& sink = {});
+
+  bool has_draft() const { return draft_ != nullptr; }
+  const TargetConfig& target_config() const { return target_config_; }
+  const DraftConfig* draft_config() const { return draft_ ? &draft_config_ : nullptr; }
+  const GenerationDefaults& defaults() const { return defaults_; }
+  const EngineOptions& options() const { return options_; }
+  int threads() const { return pool_.size(); }
+  size_t cache_bytes() const;
+  TargetModel& target() { return *target_; }
+  Drafter* drafter() { return draft_.get(); }
+
+ private:
+  EngineOptions options_;
+  ThreadPool pool_;
+  TargetConfig target_config_;
+  DraftConfig draft_config_;
+  GenerationDefaults defaults_;
+  std::optional<TensorStore> target_store_, draft_store_;
+  std::unique_ptr<Qwen3Model> target_;
+  std::unique_ptr<DFlashDraft> draft_;
+};
+
+GenerationDefaults LoadGenerationDefaults(const std::string& model_dir);
+
+}  // namespace dflash

@@ -1,0 +1,221 @@
+#include "spec/generate.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+
+namespace dflash {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double MsSince(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+// The state of one generation: committed output, the pending token (sampled, not yet run
+// through the target), the sampler and scratch for sampled acceptance.
+class Decoder {
+ public:
+  Decoder(TargetModel& target, Drafter* drafter, const GenerateOptions& options, const TokenSink& sink)
+      : target_(target),
+        drafter_(drafter),
+        opt_(options),
+        sink_(sink),
+        vocab_(target.config().vocab_size),
+        sampler_(options.sampling, vocab_) {
+    const int B = std::max(1, options.block_size);
+    result_.stats.accept_hist.assign(B + 1, 0);
+    if (!options.sampling.greedy()) {
+      target_probs_.resize(static_cast<size_t>(B) * vocab_);
+      draft_probs_.resize(static_cast<size_t>(B) * vocab_);
+    }
+    drafted_.resize(B);
+  }
+
+  GenerateResult Run(std::span<const int32_t> prompt);
+
+ private:
+  int32_t Pick(const float* logits, float* probs_out);
+  bool Commit(std::span<const int32_t> tokens);  // false when generation must end
+  void Prefill(std::span<const int32_t> prompt);
+  void PlainStep();
+  void SpeculativeCycle(int B);
+
+  TargetModel& target_;
+  Drafter* drafter_;
+  const GenerateOptions& opt_;
+  const TokenSink& sink_;
+  const int vocab_;
+  Sampler sampler_;
+  GenerateResult result_;
+  int32_t pending_ = -1;
+  std::vector<int32_t> drafted_;      // [B] block: pending + drafted tokens
+  std::vector<float> target_probs_;   // [B][V]
+  std::vector<float> draft_probs_;    // [B][V]
+};
+
+int32_t Decoder::Pick(const float* logits, float* probs_out) {
+  if (sampler_.params().greedy()) return Sampler::Argmax(logits, vocab_);
+  sampler_.Probabilities(logits, probs_out);
+  return sampler_.Draw(probs_out);
+}
+
+bool Decoder::Commit(std::span<const int32_t> tokens) {
+  size_t n = tokens.size();
+  bool stop = false;
+  if (!opt_.ignore_stop) {
+    for (size_t i = 0; i < n; ++i) {
+      if (std::find(opt_.stop_tokens.begin(), opt_.stop_tokens.end(), tokens[i]) != opt_.stop_tokens.end()) {
+        n = i + 1;
+        stop = true;
+        break;
+      }
+    }
+  }
+  result_.tokens.insert(result_.tokens.end(), tokens.begin(), tokens.begin() + n);
+  if (sink_ && !sink_(tokens.first(n))) {
+    result_.finish_reason = "cancelled";
+    return false;
+  }
+  if (stop) {
+    result_.finish_reason = "stop";
+    return false;
+  }
+  if (static_cast<int>(result_.tokens.size()) >= opt_.max_new_tokens) {
+    result_.finish_reason = "length";
+    return false;
+  }
+  return true;
+}
+
+void Decoder::Prefill(std::span<const int32_t> prompt) {
+  const int cached = target_.kv_length();
+  const int n = static_cast<int>(prompt.size());
+  const int chunk = target_.max_rows();
+  if (drafter_ && drafter_->max_append() < chunk) Fail("draft context append size below the prefill chunk");
+  for (int pos = cached; pos < n; pos += chunk) {
+    const int rows = std::min(chunk, n - pos);
+    target_.Forward(prompt.subspan(pos, rows), /*all_logits=*/false);
+    if (drafter_) drafter_->AppendContext(target_.Features(0), rows, pos);
+  }
+}
+
+void Decoder::PlainStep() {
+  const int pos = target_.kv_length();
+  target_.Forward({&pending_, 1}, /*all_logits=*/false);
+  if (drafter_) drafter_->AppendContext(target_.Features(0), 1, pos);
+  const int32_t next = Pick(target_.Logits(0), target_probs_.data());
+  pending_ = next;
+  Commit({&next, 1});
+}
+
+void Decoder::SpeculativeCycle(int B) {
+  GenerateStats& st = result_.stats;
+  const int pos = target_.kv_length();
+  const bool greedy = sampler_.params().greedy();
+
+  auto t0 = Clock::now();
+  drafter_->Propose(pending_, pos, B);
+  drafted_[0] = pending_;
+  for (int j = 0; j < B - 1; ++j) {
+    drafted_[j + 1] = Pick(drafter_->Logits(j), greedy ? nullptr : draft_probs_.data() + static_cast<size_t>(j) * vocab_);
+  }
+  st.draft_ms += MsSince(t0);
+
+  auto t1 = Clock::now();
+  target_.Forward({drafted_.data(), static_cast<size_t>(B)}, /*all_logits=*/true);
+  int accepted = 0;
+  int32_t next = -1;
+  if (greedy) {
+    while (accepted < B - 1 && drafted_[accepted + 1] == Sampler::Argmax(target_.Logits(accepted), vocab_)) ++accepted;
+    next = Sampler::Argmax(target_.Logits(accepted), vocab_);
+  } else {
+    for (int r = 0; r < B; ++r) sampler_.Probabilities(target_.Logits(r), target_probs_.data() + static_cast<size_t>(r) * vocab_);
+    accepted = sampler_.AcceptSampled(drafted_.data() + 1, B - 1, target_probs_.data(), draft_probs_.data(), &next);
+  }
+  // Keep the KV of the pending token and the accepted drafts; the rest was speculative.
+  target_.Truncate(pos + accepted + 1);
+  drafter_->AppendContext(target_.Features(0), accepted + 1, pos);
+  st.verify_ms += MsSince(t1);
+
+  st.cycles++;
+  st.drafted += B - 1;
+  st.accepted += accepted;
+  st.accept_hist[accepted + 1]++;
+  drafted_[accepted + 1] = next;
+  pending_ = next;
+  Commit({drafted_.data() + 1, static_cast<size_t>(accepted + 1)});
+}
+
+GenerateResult Decoder::Run(std::span<const int32_t> prompt) {
+  GenerateStats& st = result_.stats;
+  const int n = static_cast<int>(prompt.size());
+  if (n == 0) Fail("the prompt is empty");
+  if (opt_.max_new_tokens < 1) Fail("max tokens must be at least 1, got ", opt_.max_new_tokens);
+  if (opt_.block_size < 1) Fail("block size must be at least 1, got ", opt_.block_size);
+  if (drafter_ && opt_.block_size > drafter_->max_block()) {
+    Fail("block size ", opt_.block_size, " exceeds the draft's maximum ", drafter_->max_block());
+  }
+  if (target_.kv_length() >= n) Fail("internal: cached prefix covers the whole prompt");
+  if (n >= target_.kv_capacity()) {
+    Fail("prompt of ", n, " tokens does not fit the context of ", target_.kv_capacity(), " tokens");
+  }
+  st.prompt_tokens = n;
+  st.cached_tokens = target_.kv_length();
+
+  const auto start = Clock::now();
+  Prefill(prompt);
+  st.prefill_ms = MsSince(start);
+  pending_ = Pick(target_.Logits(0), target_probs_.data());
+  st.ttft_ms = MsSince(start);
+  const auto decode_start = Clock::now();
+  bool running = Commit({&pending_, 1});
+  const bool speculate = drafter_ && opt_.block_size > 1;
+  while (running) {
+    const int remaining = opt_.max_new_tokens - static_cast<int>(result_.tokens.size());
+    const int room = target_.kv_capacity() - target_.kv_length();
+    if (room < 1) {
+      result_.finish_reason = "length";
+      break;
+    }
+    const int B = std::min({opt_.block_size, remaining, room});
+    if (speculate && B > 1) {
+      SpeculativeCycle(B);
+    } else {
+      PlainStep();
+    }
+    running = result_.finish_reason.empty();
+  }
+  st.decode_ms = MsSince(decode_start);
+  st.completion_tokens = static_cast<int>(result_.tokens.size());
+  return std::move(result_);
+}
+
+}  // namespace
+
+double GenerateStats::tokens_per_cycle() const {
+  int cyc = 0, toks = 0;
+  for (size_t k = 0; k < accept_hist.size(); ++k) {
+    cyc += accept_hist[k];
+    toks += static_cast<int>(k) * accept_hist[k];
+  }
+  return cyc ? static_cast<double>(toks) / cyc : 0.0;
+}
+double GenerateStats::acceptance() const { return drafted ? static_cast<double>(accepted) / drafted : 0.0; }
+double GenerateStats::prefill_tok_s() const {
+  const int n = prompt_tokens - cached_tokens;
+  return prefill_ms > 0 ? n / (prefill_ms / 1000.0) : 0.0;
+}
+double GenerateStats::decode_tok_s() const {
+  return decode_ms > 0 && completion_tokens > 1 ? (completion_tokens - 1) / (decode_ms / 1000.0) : 0.0;
+}
+
+GenerateResult Generate(TargetModel& target, Drafter* drafter, std::span<const int32_t> prompt,
+                        const GenerateOptions& options, const TokenSink& sink) {
+  Decoder decoder(target, drafter, options, sink);
+  return decoder.Run(prompt);
+}
+
+}  // namespace dflash

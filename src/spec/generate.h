@@ -1,0 +1,56 @@
+// The decoding loop for one sequence: prefill, then either plain steps or DFlash cycles
+// (draft a block, verify it in one target pass, accept a prefix, crop the KV cache).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/target.h"
+#include "spec/drafter.h"
+#include "spec/sampler.h"
+
+namespace dflash {
+
+struct GenerateOptions {
+  int max_new_tokens = 128;
+  std::vector<int32_t> stop_tokens;  // generation ends after emitting one of these
+  bool ignore_stop = false;          // --no-eos: always generate max_new_tokens
+  int block_size = 16;               // tokens verified per cycle (1 = plain decoding)
+  SamplingParams sampling;
+};
+
+struct GenerateStats {
+  int prompt_tokens = 0;
+  int cached_tokens = 0;    // prompt tokens whose KV was already present (prefix reuse)
+  int completion_tokens = 0;
+  int cycles = 0;           // DFlash verify passes
+  int drafted = 0;          // drafted tokens offered to verification
+  int accepted = 0;         // drafted tokens accepted
+  std::vector<int> accept_hist;  // [k] = cycles that committed k tokens (k = a + 1)
+  double prefill_ms = 0, ttft_ms = 0, decode_ms = 0, draft_ms = 0, verify_ms = 0;
+
+  double tokens_per_cycle() const;  // z-lab's tau over DFlash cycles
+  double acceptance() const;        // accepted / drafted
+  double prefill_tok_s() const;
+  double decode_tok_s() const;      // tokens after the first / decode time
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;
+  std::string finish_reason;  // "stop" | "length" | "cancelled"
+  GenerateStats stats;
+};
+
+// Called with each batch of newly committed tokens; return false to cancel.
+using TokenSink = std::function<bool(std::span<const int32_t>)>;
+
+// Generates after `prompt`. The target's KV cache may already hold a prefix of the prompt
+// (prefix reuse): that prefix must also be in the drafter's context. drafter may be null
+// (plain decoding); block_size 1 also decodes plainly.
+GenerateResult Generate(TargetModel& target, Drafter* drafter, std::span<const int32_t> prompt,
+                        const GenerateOptions& options, const TokenSink& sink = {});
+
+}  // namespace dflash
