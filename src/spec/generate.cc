@@ -31,7 +31,7 @@ class Decoder {
       target_probs_.resize(static_cast<size_t>(B) * vocab_);
       draft_probs_.resize(static_cast<size_t>(B) * vocab_);
     }
-    drafted_.resize(B);
+    drafted_.resize(B + 1);  // the block, plus the token after a fully accepted block
   }
 
   GenerateResult Run(std::span<const int32_t> prompt);
@@ -51,7 +51,7 @@ class Decoder {
   Sampler sampler_;
   GenerateResult result_;
   int32_t pending_ = -1;
-  std::vector<int32_t> drafted_;      // [B] block: pending + drafted tokens
+  std::vector<int32_t> drafted_;      // [B+1] block: pending + drafted tokens, then the next
   std::vector<float> target_probs_;   // [B][V]
   std::vector<float> draft_probs_;    // [B][V]
 };

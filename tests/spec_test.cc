@@ -1,0 +1,300 @@
+// The speculative loop is lossless: greedy DFlash equals plain greedy bit for bit at every
+// acceptance length and block size, and sampled DFlash has the target's distribution.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "core/thread_pool.h"
+#include "draft/dflash_draft.h"
+#include "model/qwen3.h"
+#include "spec/generate.h"
+#include "testing/random_model.h"
+
+namespace dflash {
+namespace {
+
+using testing::MakeRandomDraft;
+using testing::MakeRandomTarget;
+
+// Proposes the reference continuation with a mistake at a chosen offset in each cycle,
+// cycling the intended acceptance length through 0..B-1 so every length occurs.
+class ScriptedDrafter : public Drafter {
+ public:
+  ScriptedDrafter(std::vector<int32_t> reference, int prompt_len, int vocab)
+      : ref_(std::move(reference)), prompt_len_(prompt_len), vocab_(vocab), logits_(16 * vocab) {}
+  int max_block() const override { return 16; }
+  int max_append() const override { return 1 << 20; }
+  void AppendContext(const float*, int n, int pos) override {
+    EXPECT_EQ(pos, context_) << "context must grow contiguously";
+    context_ += n;
+  }
+  void Propose(int32_t, int pos, int block) override {
+    EXPECT_EQ(pos, context_) << "draft must see exactly the committed context";
+    const int intended = cycle_++ % block;  // accept this many, then be wrong
+    for (int j = 0; j < block - 1; ++j) {
+      const size_t idx = static_cast<size_t>(pos + 1 + j - prompt_len_);
+      int32_t tok = idx < ref_.size() ? ref_[idx] : 0;
+      if (j == intended) tok = (tok + 1) % vocab_;
+      float* row = logits_.data() + static_cast<size_t>(j) * vocab_;
+      std::fill(row, row + vocab_, 0.0f);
+      row[tok] = 10.0f;
+    }
+  }
+  const float* Logits(int j) const override { return logits_.data() + static_cast<size_t>(j) * vocab_; }
+
+ private:
+  std::vector<int32_t> ref_;
+  int prompt_len_, vocab_, cycle_ = 0, context_ = 0;
+  std::vector<float> logits_;
+};
+
+// Proposes from a fixed random distribution per row: any q must leave the output
+// distribution unchanged under rejection sampling.
+class NoisyDrafter : public Drafter {
+ public:
+  NoisyDrafter(int vocab, uint32_t seed) : vocab_(vocab), logits_(16 * vocab) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> n(0.0f, 1.5f);
+    for (float& v : logits_) v = n(rng);
+  }
+  int max_block() const override { return 16; }
+  int max_append() const override { return 1 << 20; }
+  void AppendContext(const float*, int, int) override {}
+  void Propose(int32_t, int, int) override {}
+  const float* Logits(int j) const override { return logits_.data() + static_cast<size_t>(j) * vocab_; }
+
+ private:
+  int vocab_;
+  std::vector<float> logits_;
+};
+
+TargetOptions Options(int capture_layers, int max_rows = 64) {
+  TargetOptions o;
+  o.kv_capacity = 512;
+  o.max_rows = max_rows;
+  for (int i = 0; i < capture_layers; ++i) o.capture_layers.push_back(i);
+  return o;
+}
+
+TEST(Spec, GreedyScriptedDraftIsBitIdenticalAtEveryAcceptanceLength) {
+  ThreadPool pool(2);
+  auto rt = MakeRandomTarget(/*vocab=*/97, /*hidden=*/32, /*layers=*/2, /*seed=*/1);
+  Qwen3Model target(rt->config, rt->weights.store, Options(0), pool);
+  const std::vector<int32_t> prompt = {3, 14, 15, 92, 65, 35};
+  GenerateOptions plain;
+  plain.max_new_tokens = 160;
+  plain.block_size = 1;
+  const GenerateResult ref = Generate(target, nullptr, prompt, plain);
+  ASSERT_EQ(ref.tokens.size(), 160u);
+  for (int B = 1; B <= 16; ++B) {
+    target.Truncate(0);
+    ScriptedDrafter drafter(ref.tokens, static_cast<int>(prompt.size()), 97);
+    GenerateOptions spec = plain;
+    spec.block_size = B;
+    const GenerateResult r = Generate(target, &drafter, prompt, spec);
+    EXPECT_EQ(r.tokens, ref.tokens) << "block size " << B;
+    if (B == 1) continue;
+    for (int k = 1; k <= B; ++k) EXPECT_GT(r.stats.accept_hist[k], 0) << "B=" << B << " length " << k;
+    EXPECT_GT(r.stats.accepted, 0);
+  }
+}
+
+TEST(Spec, StopTokenTruncatesInsideAcceptedBlock) {
+  ThreadPool pool(1);
+  auto rt = MakeRandomTarget(97, 32, 2, 1);
+  Qwen3Model target(rt->config, rt->weights.store, Options(0), pool);
+  const std::vector<int32_t> prompt = {3, 14, 15, 92, 65, 35};
+  GenerateOptions plain;
+  plain.max_new_tokens = 60;
+  plain.block_size = 1;
+  const GenerateResult ref = Generate(target, nullptr, prompt, plain);
+  GenerateOptions stop = plain;
+  stop.stop_tokens = {ref.tokens[20]};
+  target.Truncate(0);
+  const GenerateResult want = Generate(target, nullptr, prompt, stop);
+  ASSERT_EQ(want.finish_reason, "stop");
+  for (int B : {4, 16}) {
+    target.Truncate(0);
+    ScriptedDrafter drafter(ref.tokens, static_cast<int>(prompt.size()), 97);
+    stop.block_size = B;
+    const GenerateResult r = Generate(target, &drafter, prompt, stop);
+    EXPECT_EQ(r.tokens, want.tokens);
+    EXPECT_EQ(r.finish_reason, "stop");
+  }
+  stop.ignore_stop = true;
+  target.Truncate(0);
+  EXPECT_EQ(Generate(target, nullptr, prompt, stop).tokens.size(), 60u);
+}
+
+TEST(Spec, RealDraftWithWindowsAndSlidingLayersStaysLossless) {
+  ThreadPool pool(2);
+  auto rt = MakeRandomTarget(97, 32, 4, 2);
+  const std::vector<int32_t> prompt(150, 7);
+  for (int window : {0, 8, 40}) {
+    for (int chunk : {1, 16, 64}) {
+      TargetOptions o = Options(0, chunk < 16 ? 16 : chunk);
+      o.capture_layers = {0, 2, 3};
+      Qwen3Model target(rt->config, rt->weights.store, o, pool);
+      auto rd = MakeRandomDraft(rt->config, 3, {0, 2, 3}, {6, 0, 6}, 3);
+      DraftOptions dopt;
+      dopt.context_capacity = 512;
+      dopt.max_append = o.max_rows;
+      dopt.window = window;
+      dopt.sink = 4;
+      DFlashDraft draft(rd->config, rd->weights.store, target, dopt, pool);
+      GenerateOptions g;
+      g.max_new_tokens = 80;
+      g.block_size = 1;
+      const GenerateResult ref = Generate(target, nullptr, prompt, g);
+      target.Truncate(0);
+      g.block_size = 16;
+      const GenerateResult r = Generate(target, &draft, prompt, g);
+      EXPECT_EQ(r.tokens, ref.tokens) << "window " << window << " chunk " << chunk;
+      EXPECT_GT(r.stats.cycles, 0);
+    }
+  }
+}
+
+// Chi-square critical value for `df` degrees of freedom at p = 1e-4 (Wilson-Hilferty).
+double ChiSquareCritical(int df) {
+  const double z = 3.719, a = 2.0 / (9.0 * df);
+  return df * std::pow(1 - a + z * std::sqrt(a), 3);
+}
+
+// Distribution of the first three generated tokens, exactly, by enumerating the target.
+std::map<std::vector<int32_t>, double> ExactJoint(Qwen3Model& target, const std::vector<int32_t>& prompt,
+                                                  const SamplingParams& sp, int vocab) {
+  Sampler s(sp, vocab);
+  std::vector<float> p0(vocab), p1(vocab), p2(vocab);
+  std::map<std::vector<int32_t>, double> joint;
+  target.Truncate(0);
+  target.Forward(prompt, false);
+  s.Probabilities(target.Logits(0), p0.data());
+  const int base = target.kv_length();
+  for (int a = 0; a < vocab; ++a) {
+    if (p0[a] == 0) continue;
+    target.Truncate(base);
+    target.Forward({&a, 1}, false);
+    s.Probabilities(target.Logits(0), p1.data());
+    for (int b = 0; b < vocab; ++b) {
+      if (p1[b] == 0) continue;
+      target.Truncate(base + 1);
+      target.Forward({&b, 1}, false);
+      s.Probabilities(target.Logits(0), p2.data());
+      for (int c = 0; c < vocab; ++c) {
+        if (p2[c] > 0) joint[{a, b, c}] = static_cast<double>(p0[a]) * p1[b] * p2[c];
+      }
+    }
+  }
+  return joint;
+}
+
+// Pearson chi-square of observed counts against expected probabilities, pooling cells
+// with expected count < 5. Returns {statistic, degrees of freedom}.
+std::pair<double, int> ChiSquare(const std::map<std::vector<int32_t>, int>& counts,
+                                 const std::map<std::vector<int32_t>, double>& probs, int trials) {
+  double stat = 0, pooled_e = 0, pooled_o = 0;
+  int cells = 0;
+  for (const auto& [key, p] : probs) {
+    const double e = p * trials;
+    auto it = counts.find(key);
+    const double o = it == counts.end() ? 0 : it->second;
+    if (e < 5) {
+      pooled_e += e;
+      pooled_o += o;
+      continue;
+    }
+    stat += (o - e) * (o - e) / e;
+    ++cells;
+  }
+  if (pooled_e > 0) {
+    stat += (pooled_o - pooled_e) * (pooled_o - pooled_e) / std::max(pooled_e, 1e-9);
+    ++cells;
+  }
+  return {stat, cells - 1};
+}
+
+std::map<std::vector<int32_t>, double> Marginal(const std::map<std::vector<int32_t>, double>& joint,
+                                                std::vector<int> keep) {
+  std::map<std::vector<int32_t>, double> m;
+  for (const auto& [key, p] : joint) {
+    std::vector<int32_t> k;
+    for (int i : keep) k.push_back(key[i]);
+    m[k] += p;
+  }
+  return m;
+}
+
+TEST(Spec, SampledDFlashMatchesTargetDistributionAtDraftedPositions) {
+  ThreadPool pool(1);
+  const int V = 8;
+  auto rt = MakeRandomTarget(V, 16, 2, 5, 0.5f);
+  Qwen3Model target(rt->config, rt->weights.store, Options(0), pool);
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  for (const auto& [temp, top_k, top_p] : std::vector<std::tuple<double, int, double>>{{1.0, 0, 1.0}, {0.7, 5, 0.9}}) {
+    SamplingParams sp{temp, top_k, top_p, 0};
+    const auto joint = ExactJoint(target, prompt, sp, V);
+    const int trials = 20000;
+    std::map<std::vector<int32_t>, int> seen;
+    NoisyDrafter drafter(V, 11);
+    for (int t = 0; t < trials; ++t) {
+      target.Truncate(0);
+      GenerateOptions g;
+      g.max_new_tokens = 3;
+      g.block_size = 3;  // first token from prefill, then one cycle drafting positions 2 and 3
+      g.sampling = sp;
+      g.sampling.seed = 1000 + t;
+      const GenerateResult r = Generate(target, &drafter, prompt, g);
+      ASSERT_EQ(r.tokens.size(), 3u);
+      seen[r.tokens]++;
+    }
+    for (const std::vector<int>& keep : {std::vector<int>{1}, {2}, {1, 2}, {0, 1, 2}}) {
+      std::map<std::vector<int32_t>, int> counts;
+      for (const auto& [key, c] : seen) {
+        std::vector<int32_t> k;
+        for (int i : keep) k.push_back(key[i]);
+        counts[k] += c;
+      }
+      const auto [stat, df] = ChiSquare(counts, Marginal(joint, keep), trials);
+      ASSERT_GT(df, 0);
+      EXPECT_LT(stat, ChiSquareCritical(df)) << "positions of size " << keep.size() << " temp " << temp;
+    }
+    // The check has power: the draft's own proposal distribution is rejected by it.
+    std::map<std::vector<int32_t>, int> draft_counts;
+    Sampler qs(sp, V);
+    std::vector<float> q(V);
+    qs.Probabilities(drafter.Logits(0), q.data());
+    for (int t = 0; t < trials; ++t) draft_counts[{qs.Draw(q.data())}]++;
+    const auto [stat, df] = ChiSquare(draft_counts, Marginal(joint, {1}), trials);
+    EXPECT_GT(stat, ChiSquareCritical(df)) << "chi-square cannot tell q from p";
+  }
+}
+
+TEST(Spec, BatchInvariantLogitsAcrossVerifyAndPrefillChunks) {
+  ThreadPool pool(2);
+  auto rt = MakeRandomTarget(97, 64, 3, 9);
+  std::vector<int32_t> tokens(40);
+  for (int i = 0; i < 40; ++i) tokens[i] = (i * 37 + 5) % 97;
+  // Reference: one row at a time (decode).
+  Qwen3Model target(rt->config, rt->weights.store, Options(2), pool);
+  std::vector<std::vector<float>> ref;
+  for (int i = 0; i < 40; ++i) {
+    target.Forward({&tokens[i], 1}, true);
+    ref.emplace_back(target.Logits(0), target.Logits(0) + 97);
+  }
+  for (int chunk : {2, 3, 7, 16, 40}) {
+    target.Truncate(0);
+    for (int pos = 0; pos < 40; pos += chunk) {
+      const int n = std::min(chunk, 40 - pos);
+      target.Forward(std::span<const int32_t>(tokens).subspan(pos, n), true);
+      for (int r = 0; r < n; ++r) {
+        ASSERT_EQ(0, std::memcmp(ref[pos + r].data(), target.Logits(r), 97 * sizeof(float)))
+            << "row " << pos + r << " in chunk of " << chunk;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dflash
