@@ -1,0 +1,143 @@
+// y = x · Wᵀ (+ bias) for f32 activations and f32/bf16/f16 weights.
+//
+// Batch invariance by construction: every output y[m, n] is ONE vector accumulator that walks
+// k in Lanes-sized steps from 0 upwards, then a fixed lane reduction, then the scalar tail,
+// then the bias. Tiling (how many x rows and W rows share a pass) and threading only decide
+// which (m, n) pairs are computed together, never the order of any sum, so a row gives the
+// same bits alone (decode), among 16 verify rows, or inside any prefill chunk.
+//
+// Speed comes from the tiles: kRowTile x rows are multiplied against kColTile weight rows per
+// pass, so each weight vector loaded from memory feeds up to kRowTile FMAs (the small-M verify
+// shape reads W once for all its rows), and independent accumulators hide FMA latency.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/matmul.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+#include "ops/weight_load-inl.h"
+
+#ifndef DFLASH_OPS_MATMUL_ONCE
+#define DFLASH_OPS_MATMUL_ONCE
+#include <algorithm>
+
+#include "core/error.h"
+#include "ops/ops.h"
+namespace dflash::ops {
+// Rows of x and of W per register tile (4 x 4 accumulators fit every x86/ARM target).
+constexpr int64_t kRowTile = 4;
+constexpr int64_t kColTile = 4;
+// x rows kept hot in cache while a task streams its weight rows.
+constexpr int64_t kRowBlock = 64;
+}  // namespace dflash::ops
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace dflash::ops::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// y[r, c] for r < R rows of x (x_stride apart) and c < C weight rows (w_stride elements apart).
+template <class Weights, int R, int C>
+HWY_NOINLINE void DotTile(const float* x, int64_t x_stride, const typename Weights::T* w,
+                          int64_t w_stride, int64_t K, float* y, int64_t y_stride) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  hn::Vec<decltype(d)> acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = hn::Zero(d);
+  int64_t k = 0;
+  for (; k + N <= K; k += N) {
+    hn::Vec<decltype(d)> wv[C];
+    for (int c = 0; c < C; ++c) wv[c] = Weights::Load(d, w + c * w_stride + k);
+    for (int r = 0; r < R; ++r) {
+      const auto xv = hn::LoadU(d, x + r * x_stride + k);
+      for (int c = 0; c < C; ++c) acc[r][c] = hn::MulAdd(xv, wv[c], acc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) {
+      float sum = hn::GetLane(hn::SumOfLanes(d, acc[r][c]));
+      for (int64_t t = k; t < K; ++t) sum += x[r * x_stride + t] * Weights::Scalar(w + c * w_stride + t);
+      y[r * y_stride + c] = sum;
+    }
+  }
+}
+
+template <class Weights, int R>
+HWY_INLINE void DotRowsCols(int C, const float* x, int64_t x_stride, const typename Weights::T* w,
+                            int64_t w_stride, int64_t K, float* y, int64_t y_stride) {
+  switch (C) {
+    case 4: return DotTile<Weights, R, 4>(x, x_stride, w, w_stride, K, y, y_stride);
+    case 3: return DotTile<Weights, R, 3>(x, x_stride, w, w_stride, K, y, y_stride);
+    case 2: return DotTile<Weights, R, 2>(x, x_stride, w, w_stride, K, y, y_stride);
+    default: return DotTile<Weights, R, 1>(x, x_stride, w, w_stride, K, y, y_stride);
+  }
+}
+
+template <class Weights>
+HWY_INLINE void DotBlock(int R, int C, const float* x, int64_t x_stride,
+                         const typename Weights::T* w, int64_t w_stride, int64_t K, float* y,
+                         int64_t y_stride) {
+  switch (R) {
+    case 4: return DotRowsCols<Weights, 4>(C, x, x_stride, w, w_stride, K, y, y_stride);
+    case 3: return DotRowsCols<Weights, 3>(C, x, x_stride, w, w_stride, K, y, y_stride);
+    case 2: return DotRowsCols<Weights, 2>(C, x, x_stride, w, w_stride, K, y, y_stride);
+    default: return DotRowsCols<Weights, 1>(C, x, x_stride, w, w_stride, K, y, y_stride);
+  }
+}
+
+template <class Weights>
+void MatMulTyped(const float* x, int64_t M, const WeightRef& w, const float* bias, float* y,
+                 ThreadPool& pool) {
+  using T = typename Weights::T;
+  const int64_t K = w.cols, Nout = w.rows;
+  const int64_t w_stride = static_cast<int64_t>(w.row_bytes / sizeof(T));
+  // Enough tasks to balance the pool, each a multiple of the column tile.
+  const int64_t target_tasks = 8 * pool.size();
+  int64_t cols_per_task = (Nout + target_tasks - 1) / target_tasks;
+  cols_per_task = std::max<int64_t>(kColTile, (cols_per_task + kColTile - 1) / kColTile * kColTile);
+  const int64_t num_tasks = (Nout + cols_per_task - 1) / cols_per_task;
+  pool.ParallelFor(num_tasks, [&](int64_t task) {
+    const int64_t n_begin = task * cols_per_task;
+    const int64_t n_end = std::min(Nout, n_begin + cols_per_task);
+    for (int64_t m0 = 0; m0 < M; m0 += kRowBlock) {
+      const int64_t m_end = std::min(M, m0 + kRowBlock);
+      for (int64_t n = n_begin; n < n_end; n += kColTile) {
+        const int C = static_cast<int>(std::min(kColTile, n_end - n));
+        const T* wrow = reinterpret_cast<const T*>(w.Row(n));
+        for (int64_t m = m0; m < m_end; m += kRowTile) {
+          const int R = static_cast<int>(std::min(kRowTile, m_end - m));
+          DotBlock<Weights>(R, C, x + m * K, K, wrow, w_stride, K, y + m * Nout + n, Nout);
+        }
+      }
+    }
+    if (bias) {
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = n_begin; n < n_end; ++n) y[m * Nout + n] += bias[n];
+    }
+  });
+}
+
+void MatMulImpl(const float* x, int64_t M, const WeightRef& w, const float* bias, float* y,
+                ThreadPool& pool) {
+  switch (w.dtype) {
+    case DType::kF32: return MatMulTyped<F32Weights>(x, M, w, bias, y, pool);
+    case DType::kBF16: return MatMulTyped<BF16Weights>(x, M, w, bias, y, pool);
+    case DType::kF16: return MatMulTyped<F16Weights>(x, M, w, bias, y, pool);
+    default: Fail("MatMul: weights of dtype ", DTypeName(w.dtype), " are not supported yet");
+  }
+}
+
+}  // namespace dflash::ops::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace dflash::ops {
+HWY_EXPORT(MatMulImpl);
+
+void MatMul(const float* x, int64_t M, const WeightRef& w, const float* bias, float* y,
+            ThreadPool& pool) {
+  HWY_DYNAMIC_DISPATCH(MatMulImpl)(x, M, w, bias, y, pool);
+}
+}  // namespace dflash::ops
+#endif

@@ -1,0 +1,185 @@
+// Kernels against a double-precision reference, and batch invariance bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "ops/ops.h"
+
+namespace dflash {
+namespace {
+
+std::vector<float> RandomVector(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// A weight matrix stored as `dtype`, plus its exact f32 values for the reference.
+struct TestWeights {
+  std::vector<uint8_t> bytes;
+  std::vector<float> values;
+  WeightRef ref;
+};
+
+TestWeights MakeWeights(DType dtype, int64_t rows, int64_t cols, uint32_t seed) {
+  TestWeights t;
+  t.values = RandomVector(rows * cols, seed, 0.1f);
+  const size_t elem = dtype == DType::kF32 ? 4 : 2;
+  t.bytes.resize(rows * cols * elem);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    if (dtype == DType::kF32) {
+      __builtin_memcpy(&t.bytes[i * 4], &t.values[i], 4);
+      continue;
+    }
+    const uint16_t h = dtype == DType::kBF16 ? F32ToBF16(t.values[i]) : F32ToF16(t.values[i]);
+    t.values[i] = dtype == DType::kBF16 ? BF16ToF32(h) : F16ToF32(h);
+    __builtin_memcpy(&t.bytes[i * 2], &h, 2);
+  }
+  t.ref = {t.bytes.data(), dtype, rows, cols, static_cast<size_t>(cols) * elem};
+  return t;
+}
+
+class MatMulTest : public ::testing::TestWithParam<DType> {};
+
+// Tolerance: f32 products summed in a different order than the double reference; the error of
+// a K-term sum is bounded by about K * eps * sum|x*w|, which we use with a 4x margin.
+TEST_P(MatMulTest, MatchesReferenceAndIsBatchInvariant) {
+  ThreadPool pool(2);
+  for (int64_t K : {16, 64, 200, 1024}) {  // 200: a tail shorter than one vector
+    for (int64_t N : {1, 5, 67}) {
+      const TestWeights w = MakeWeights(GetParam(), N, K, static_cast<uint32_t>(K * 31 + N));
+      const int64_t M = 37;
+      const std::vector<float> x = RandomVector(M * K, 7);
+      const std::vector<float> bias = RandomVector(N, 9);
+      std::vector<float> y_all(M * N);
+      ops::MatMul(x.data(), M, w.ref, bias.data(), y_all.data(), pool);
+      for (int64_t m = 0; m < M; ++m) {
+        for (int64_t n = 0; n < N; ++n) {
+          double ref = bias[n], mag = std::fabs(bias[n]);
+          for (int64_t k = 0; k < K; ++k) {
+            ref += double(x[m * K + k]) * w.values[n * K + k];
+            mag += std::fabs(double(x[m * K + k]) * w.values[n * K + k]);
+          }
+          ASSERT_NEAR(y_all[m * N + n], ref, 4 * K * 1.2e-7 * mag + 1e-30) << "m=" << m << " n=" << n;
+        }
+      }
+      // The same rows computed in every sub-batch size give the same bits.
+      for (int64_t rows : {1, 2, 3, 4, 5, 16, 17}) {
+        std::vector<float> y(rows * N);
+        for (int64_t m0 = 0; m0 + rows <= M; m0 += rows) {
+          ops::MatMul(x.data() + m0 * K, rows, w.ref, bias.data(), y.data(), pool);
+          for (int64_t i = 0; i < rows * N; ++i)
+            ASSERT_EQ(y[i], y_all[m0 * N + i]) << "rows=" << rows << " m0=" << m0 << " K=" << K;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, MatMulTest,
+                         ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
+                         [](const auto& info) { return std::string(DTypeName(info.param)); });
+
+TEST(MatMul, ThreadCountDoesNotChangeBits) {
+  const TestWeights w = MakeWeights(DType::kBF16, 300, 256, 3);
+  const std::vector<float> x = RandomVector(5 * 256, 4);
+  std::vector<float> y1(5 * 300), y3(5 * 300);
+  ThreadPool one(1), three(3);
+  ops::MatMul(x.data(), 5, w.ref, nullptr, y1.data(), one);
+  ops::MatMul(x.data(), 5, w.ref, nullptr, y3.data(), three);
+  EXPECT_EQ(y1, y3);
+}
+
+TEST(Elementwise, RmsNormSiluMulAddMatchReference) {
+  const int64_t rows = 3, dim = 100;
+  const std::vector<float> x = RandomVector(rows * dim, 1), w = RandomVector(dim, 2);
+  std::vector<float> y(rows * dim);
+  ops::RmsNorm(x.data(), rows, dim, w.data(), 1e-6f, y.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int64_t i = 0; i < dim; ++i) ss += double(x[r * dim + i]) * x[r * dim + i];
+    const double inv = 1.0 / std::sqrt(ss / dim + 1e-6);
+    for (int64_t i = 0; i < dim; ++i)
+      ASSERT_NEAR(y[r * dim + i], x[r * dim + i] * inv * w[i], 1e-5 * std::fabs(x[r * dim + i] * inv * w[i]) + 1e-7);
+  }
+  const std::vector<float> g = RandomVector(dim, 5, 4.0f), u = RandomVector(dim, 6);
+  std::vector<float> s(dim);
+  ops::SiluMul(g.data(), u.data(), dim, s.data());
+  for (int64_t i = 0; i < dim; ++i) {
+    const double ref = g[i] / (1.0 + std::exp(-double(g[i]))) * u[i];
+    ASSERT_NEAR(s[i], ref, 1e-5 * std::fabs(ref) + 1e-7) << g[i];
+  }
+  std::vector<float> acc = x;
+  ops::AddInPlace(acc.data(), y.data(), rows * dim);
+  for (int64_t i = 0; i < rows * dim; ++i) ASSERT_EQ(acc[i], x[i] + y[i]);
+}
+
+// Reference attention in double precision for one (row, head).
+std::vector<double> ReferenceAttention(const float* q, const float* k, const float* v, int64_t kv_stride,
+                                       int hd, int kvh, int b, int e, float scale) {
+  std::vector<double> scores;
+  double mx = -INFINITY;
+  for (int t = b; t < e; ++t) {
+    double d = 0;
+    for (int i = 0; i < hd; ++i) d += double(q[i]) * k[t * kv_stride + kvh * hd + i];
+    scores.push_back(d * scale);
+    mx = std::max(mx, d * scale);
+  }
+  double sum = 0;
+  for (double& s : scores) sum += (s = std::exp(s - mx));
+  std::vector<double> out(hd, 0.0);
+  for (int t = b; t < e; ++t)
+    for (int i = 0; i < hd; ++i) out[i] += scores[t - b] / sum * v[t * kv_stride + kvh * hd + i];
+  return out;
+}
+
+TEST(Attention, MatchesReferenceAndIsBatchInvariant) {
+  ThreadPool pool(2);
+  const ops::AttentionShape shape{4, 2, 40, 1.0f / std::sqrt(40.0f)};  // GQA 2, head dim with a tail
+  const int T = 150, M = 20;
+  const int64_t q_dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
+  const std::vector<float> q = RandomVector(M * q_dim, 11), k = RandomVector(T * kv_dim, 12),
+                           v = RandomVector(T * kv_dim, 13);
+  // Mixed masks: causal rows, a bidirectional block, a sliding window, a single key.
+  std::vector<int32_t> kb(M), ke(M);
+  for (int m = 0; m < M; ++m) {
+    kb[m] = m % 4 == 1 ? std::max(0, 100 + m - 8) : 0;
+    ke[m] = m % 4 == 3 ? 130 : 100 + m + 1;
+  }
+  kb[0] = 40, ke[0] = 41;
+  std::vector<float> out(M * q_dim);
+  ops::Attention(q.data(), M, q_dim, shape, k.data(), v.data(), kv_dim, kb.data(), ke.data(),
+                 out.data(), q_dim, pool);
+  for (int m = 0; m < M; ++m) {
+    for (int h = 0; h < shape.n_heads; ++h) {
+      const auto ref = ReferenceAttention(q.data() + m * q_dim + h * shape.head_dim, k.data(), v.data(),
+                                          kv_dim, shape.head_dim, h / 2, kb[m], ke[m], shape.scale);
+      for (int i = 0; i < shape.head_dim; ++i)
+        ASSERT_NEAR(out[m * q_dim + h * shape.head_dim + i], ref[i], 2e-5) << "m=" << m << " h=" << h;
+    }
+  }
+  for (int m = 0; m < M; ++m) {  // each row alone
+    std::vector<float> one(q_dim);
+    ops::Attention(q.data() + m * q_dim, 1, q_dim, shape, k.data(), v.data(), kv_dim, &kb[m], &ke[m],
+                   one.data(), q_dim, pool);
+    for (int64_t i = 0; i < q_dim; ++i) ASSERT_EQ(one[i], out[m * q_dim + i]) << "row " << m;
+  }
+}
+
+TEST(Dequantize, PlainTypesRoundTrip) {
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+    const TestWeights w = MakeWeights(t, 3, 33, 21);
+    std::vector<float> row(33);
+    ops::DequantizeRow(w.ref, 2, row.data());
+    for (int i = 0; i < 33; ++i) ASSERT_EQ(row[i], w.values[2 * 33 + i]) << DTypeName(t);
+  }
+}
+
+}  // namespace
+}  // namespace dflash
