@@ -1,5 +1,286 @@
+// dflash bench: plain decoding vs DFlash on the same prompts in one run (warm-up, repeats,
+// interleaved so drift hits both modes alike), and --verify-cost: t(rows)/t(1) of target
+// passes at chosen context lengths, the number that decides whether DFlash can pay here.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "bench/machine.h"
+#include "bench/verify_cost.h"
 #include "commands.h"
 #include "core/error.h"
+#include "io/json_file.h"
+#include "model_flags.h"
+#include "report.h"
+
 namespace dflash::app {
-int Bench(int, char**) { Fail("dflash bench: under construction"); }
+
+namespace {
+
+struct BenchPrompt {
+  std::string name;
+  std::vector<int32_t> ids;
+};
+
+// JSONL, one prompt per line: {"name": "...", "prompt_ids": [...]}.
+std::vector<BenchPrompt> ReadPrompts(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) Fail(path, ": cannot open prompts file");
+  std::vector<BenchPrompt> prompts;
+  std::string line;
+  for (int lineno = 1; std::getline(in, line); ++lineno) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(lineno);
+    Json j;
+    try {
+      j = Json::parse(line);
+    } catch (const std::exception& e) {
+      Fail(where, ": not a JSON object: ", e.what());
+    }
+    if (!j.is_object() || !j.contains("prompt_ids") || !j["prompt_ids"].is_array()) {
+      Fail(where, ": expected {\"prompt_ids\": [...]} (text prompts need a tokenizer)");
+    }
+    BenchPrompt p;
+    p.name = j.value("name", "prompt" + std::to_string(prompts.size()));
+    for (const Json& id : j["prompt_ids"]) {
+      if (!id.is_number_integer()) Fail(where, ": prompt_ids must be integers");
+      p.ids.push_back(id.get<int32_t>());
+    }
+    if (p.ids.empty()) Fail(where, ": empty prompt");
+    prompts.push_back(std::move(p));
+  }
+  if (prompts.empty()) Fail(path, ": no prompts");
+  return prompts;
+}
+
+// Without --prompts: deterministic synthetic prompts (meaningful for speed, not for tau).
+std::vector<BenchPrompt> SyntheticPrompts(int vocab) {
+  std::vector<BenchPrompt> prompts;
+  for (int p = 0; p < 3; ++p) {
+    BenchPrompt b;
+    b.name = "synthetic" + std::to_string(p);
+    for (int i = 0; i < 32; ++i) b.ids.push_back(static_cast<int32_t>((7919u * (i + 1) * (p + 3)) % vocab));
+    prompts.push_back(std::move(b));
+  }
+  return prompts;
+}
+
+struct Series {
+  std::vector<double> tok_s;  // decode tok/s per repeat
+  double decode_ms = 0;       // summed over repeats
+  int tokens = 0;             // decode tokens (after the first) summed over repeats
+  double Median() const {
+    std::vector<double> s = tok_s;
+    std::sort(s.begin(), s.end());
+    return s.empty() ? 0.0 : s[s.size() / 2];
+  }
+  double Min() const { return tok_s.empty() ? 0.0 : *std::min_element(tok_s.begin(), tok_s.end()); }
+  double Max() const { return tok_s.empty() ? 0.0 : *std::max_element(tok_s.begin(), tok_s.end()); }
+  void Add(const GenerateResult& r) {
+    tok_s.push_back(r.stats.decode_tok_s());
+    decode_ms += r.stats.decode_ms;
+    tokens += std::max(0, r.stats.completion_tokens - 1);
+  }
+  double MsPerToken() const { return tokens > 0 ? decode_ms / tokens : 0.0; }
+  Json ToJson() const {
+    return Json{{"decode_tok_s", tok_s}, {"median_decode_tok_s", Median()},
+                {"min_decode_tok_s", Min()}, {"max_decode_tok_s", Max()}, {"ms_per_token", MsPerToken()}};
+  }
+};
+
+struct PromptResult {
+  Series plain, dflash;
+  int cycles = 0, committed = 0, drafted = 0, accepted = 0;
+  std::vector<int> accept_hist;
+  bool identical = true;
+  double Tau() const { return cycles ? double(committed) / cycles : 0.0; }
+};
+
+void AddHist(std::vector<int>& into, const std::vector<int>& h) {
+  if (into.size() < h.size()) into.resize(h.size());
+  for (size_t i = 0; i < h.size(); ++i) into[i] += h[i];
+}
+
+int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOptions& gen,
+                 const std::vector<BenchPrompt>& prompts, int warmup, int repeats,
+                 const std::string& json_path) {
+  const bool with_draft = gen.block_size > 1;
+  GenerateOptions plain = gen;
+  plain.block_size = 1;
+  std::vector<PromptResult> results(prompts.size());
+  const int total = warmup + repeats;
+  for (int rep = 0; rep < total; ++rep) {
+    std::fprintf(stderr, "\r%s %d/%d ", rep < warmup ? "warm-up" : "repeat", rep < warmup ? rep + 1 : rep - warmup + 1,
+                 rep < warmup ? warmup : repeats);
+    for (size_t p = 0; p < prompts.size(); ++p) {
+      // Alternate which mode goes first so thermal or cache drift cannot favour one.
+      GenerateResult a, b;
+      const bool plain_first = rep % 2 == 0;
+      if (plain_first || !with_draft) a = engine.Generate(prompts[p].ids, plain);
+      if (with_draft) b = engine.Generate(prompts[p].ids, gen);
+      if (!plain_first && with_draft) a = engine.Generate(prompts[p].ids, plain);
+      if (rep < warmup) continue;
+      PromptResult& pr = results[p];
+      pr.plain.Add(a);
+      if (!with_draft) continue;
+      pr.dflash.Add(b);
+      pr.cycles += b.stats.cycles;
+      pr.drafted += b.stats.drafted;
+      pr.accepted += b.stats.accepted;
+      for (size_t k = 0; k < b.stats.accept_hist.size(); ++k) pr.committed += static_cast<int>(k) * b.stats.accept_hist[k];
+      AddHist(pr.accept_hist, b.stats.accept_hist);
+      if (gen.sampling.greedy() && a.tokens != b.tokens) pr.identical = false;
+    }
+  }
+  std::fprintf(stderr, "\r%*s\r", 30, "");
+
+  const MachineInfo machine = DescribeMachine();
+  std::printf("%s | %s | %d threads | %d new tokens, block %d, %s, %d warm-up + %d repeats\n",
+              machine.cpu.c_str(), machine.simd_target.c_str(), engine.threads(), gen.max_new_tokens,
+              gen.block_size, gen.sampling.greedy() ? "greedy" : "sampled", warmup, repeats);
+  std::printf("%-16s %6s  %-26s %-26s %8s %6s %7s %s\n", "prompt", "tokens", "plain tok/s (min-max)",
+              "dflash tok/s (min-max)", "speedup", "tau", "accept", "identical");
+  Json jprompts = Json::array();
+  Series all_plain, all_dflash;
+  PromptResult total_spec;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const PromptResult& r = results[p];
+    char plain_col[64], dflash_col[64] = "-";
+    std::snprintf(plain_col, sizeof plain_col, "%.2f (%.2f-%.2f)", r.plain.Median(), r.plain.Min(), r.plain.Max());
+    const double speedup = with_draft && r.dflash.MsPerToken() > 0 ? r.plain.MsPerToken() / r.dflash.MsPerToken() : 0;
+    Json jp{{"name", prompts[p].name}, {"prompt_tokens", prompts[p].ids.size()}, {"plain", r.plain.ToJson()}};
+    all_plain.decode_ms += r.plain.decode_ms;
+    all_plain.tokens += r.plain.tokens;
+    if (with_draft) {
+      std::snprintf(dflash_col, sizeof dflash_col, "%.2f (%.2f-%.2f)", r.dflash.Median(), r.dflash.Min(), r.dflash.Max());
+      jp["dflash"] = r.dflash.ToJson();
+      jp["speedup"] = speedup;
+      jp["tau"] = r.Tau();
+      jp["acceptance"] = r.drafted ? double(r.accepted) / r.drafted : 0.0;
+      jp["accept_hist"] = r.accept_hist;
+      if (gen.sampling.greedy()) jp["identical"] = r.identical;
+      all_dflash.decode_ms += r.dflash.decode_ms;
+      all_dflash.tokens += r.dflash.tokens;
+      total_spec.cycles += r.cycles;
+      total_spec.committed += r.committed;
+      total_spec.drafted += r.drafted;
+      total_spec.accepted += r.accepted;
+      total_spec.identical = total_spec.identical && r.identical;
+      AddHist(total_spec.accept_hist, r.accept_hist);
+    }
+    jprompts.push_back(jp);
+    std::printf("%-16s %6zu  %-26s %-26s %7.2fx %6.2f %7.2f %s\n", prompts[p].name.c_str(), prompts[p].ids.size(),
+                plain_col, dflash_col, speedup, r.Tau(), r.drafted ? double(r.accepted) / r.drafted : 0.0,
+                !with_draft ? "-" : !gen.sampling.greedy() ? "n/a (sampled)" : r.identical ? "yes" : "NO (bug!)");
+  }
+  const double plain_tok_s = all_plain.MsPerToken() > 0 ? 1000.0 / all_plain.MsPerToken() : 0;
+  const double dflash_tok_s = all_dflash.MsPerToken() > 0 ? 1000.0 / all_dflash.MsPerToken() : 0;
+  const double mean_speedup = with_draft && all_dflash.MsPerToken() > 0 ? all_plain.MsPerToken() / all_dflash.MsPerToken() : 0;
+  std::printf("%-16s %6s  %-26.2f %-26.2f %7.2fx %6.2f %7.2f\n", "mean", "", plain_tok_s, dflash_tok_s, mean_speedup,
+              total_spec.Tau(), total_spec.drafted ? double(total_spec.accepted) / total_spec.drafted : 0.0);
+  if (with_draft) {
+    std::printf("accept_hist (cycles committing k tokens, k=1..%d):", gen.block_size);
+    for (size_t k = 1; k < total_spec.accept_hist.size(); ++k) std::printf(" %d", total_spec.accept_hist[k]);
+    std::printf("\n");
+  }
+  const double rss = PeakRssMiB();
+  std::printf("peak RSS %.0f MiB\n", rss);
+
+  if (!json_path.empty()) {
+    Json j;
+    j["machine"] = MachineJson(machine, engine.threads());
+    j["config"] = Json{{"model", mf.model}, {"draft", with_draft ? mf.draft : ""}, {"n_predict", gen.max_new_tokens},
+                       {"block_size", gen.block_size}, {"greedy", gen.sampling.greedy()},
+                       {"temperature", gen.sampling.temperature}, {"warmup", warmup}, {"repeats", repeats},
+                       {"no_eos", gen.ignore_stop}};
+    j["prompts"] = jprompts;
+    j["mean"] = Json{{"plain_decode_tok_s", plain_tok_s}, {"dflash_decode_tok_s", dflash_tok_s},
+                     {"speedup", mean_speedup}, {"tau", total_spec.Tau()},
+                     {"acceptance", total_spec.drafted ? double(total_spec.accepted) / total_spec.drafted : 0.0},
+                     {"accept_hist", total_spec.accept_hist}};
+    if (with_draft && gen.sampling.greedy()) j["identical"] = total_spec.identical;
+    j["peak_rss_mib"] = rss;
+    std::ofstream out(json_path);
+    if (!out) Fail(json_path, ": cannot write");
+    out << j.dump(2) << "\n";
+    std::printf("wrote %s\n", json_path.c_str());
+  }
+  return with_draft && gen.sampling.greedy() && !total_spec.identical ? 3 : 0;
+}
+
+int VerifyCost(dflash::Engine& engine, const ModelFlags& mf, const std::string& contexts_text,
+               const std::string& rows_text, int repeats, const std::string& json_path) {
+  std::vector<int> contexts = ParseIntList(contexts_text, "--contexts");
+  std::vector<int> rows = ParseIntList(rows_text, "--rows");
+  const auto progress = [](const char* what, int done, int total) {
+    std::fprintf(stderr, "\r%s %d/%d   ", what, done, total);
+    if (done == total) std::fprintf(stderr, "\n");
+  };
+  const std::vector<VerifyCostPoint> pts = MeasureVerifyCost(engine.target(), contexts, rows, repeats, progress);
+  const MachineInfo machine = DescribeMachine();
+  std::printf("%s | %s | %d threads | target %s\n", machine.cpu.c_str(), machine.simd_target.c_str(),
+              engine.threads(), mf.model.c_str());
+  std::printf("%8s %5s %10s %18s %9s\n", "context", "rows", "ms", "(min-max)", "t(r)/t(1)");
+  Json jpts = Json::array();
+  for (const VerifyCostPoint& p : pts) {
+    std::printf("%8d %5d %10.2f %8.2f-%-9.2f %9.2f\n", p.context, p.rows, p.ms, p.ms_min, p.ms_max, p.ratio);
+    jpts.push_back(Json{{"context", p.context}, {"rows", p.rows}, {"ms", p.ms}, {"ms_min", p.ms_min},
+                        {"ms_max", p.ms_max}, {"ratio", p.ratio}});
+  }
+  std::printf("peak RSS %.0f MiB\n", PeakRssMiB());
+  if (!json_path.empty()) {
+    Json j{{"machine", MachineJson(machine, engine.threads())}, {"model", mf.model}, {"repeats", repeats},
+           {"verify_cost", jpts}, {"peak_rss_mib", PeakRssMiB()}};
+    std::ofstream out(json_path);
+    if (!out) Fail(json_path, ": cannot write");
+    out << j.dump(2) << "\n";
+    std::printf("wrote %s\n", json_path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int Bench(int argc, char** argv) {
+  ModelFlags mf;
+  mf.no_eos = true;  // fixed-length runs, so both modes time the same number of tokens
+  std::string prompts_path, json_path, contexts = "512,8192", rows = "1,2,4,8,16,32";
+  int warmup = 1, repeats = 3;
+  bool verify_cost = false;
+  Args args("bench",
+            "Benchmark plain decoding against DFlash on the same prompts in one run (fixed length,\n"
+            "warm-up, interleaved repeats), or with --verify-cost time target passes of several row\n"
+            "counts at several context lengths.");
+  mf.Declare(args);
+  args.Option("--prompts", &prompts_path, "FILE", "JSONL prompts: {\"name\": ..., \"prompt_ids\": [...]} per line");
+  args.Option("--warmup", &warmup, "N", "untimed warm-up rounds");
+  args.Option("--repeats", &repeats, "N", "timed rounds (median and min-max reported)");
+  args.Option("--json", &json_path, "FILE", "also write the results as JSON");
+  args.Flag("--verify-cost", &verify_cost, "time t(rows)/t(1) target passes instead of generating");
+  args.Option("--contexts", &contexts, "LIST", "context lengths for --verify-cost");
+  args.Option("--rows", &rows, "LIST", "row counts for --verify-cost");
+  if (!args.Parse(argc, argv)) return 0;
+  if (repeats < 1 || warmup < 0) Fail("--repeats must be >= 1 and --warmup >= 0");
+
+  if (verify_cost) {
+    mf.mode = "ar";
+    const std::vector<int> ctx_list = ParseIntList(contexts, "--contexts");
+    const std::vector<int> row_list = ParseIntList(rows, "--rows");
+    const int max_ctx = *std::max_element(ctx_list.begin(), ctx_list.end());
+    const int max_rows = *std::max_element(row_list.begin(), row_list.end());
+    if (!args.Given("--ctx")) mf.ctx = max_ctx + max_rows;
+    mf.prefill_chunk = std::max(mf.prefill_chunk, max_rows);
+    dflash::Engine engine(mf.Engine());
+    return VerifyCost(engine, mf, contexts, rows, repeats, json_path);
+  }
+  dflash::Engine engine(mf.Engine());
+  const GenerateOptions gen = mf.Generation(args, engine);
+  const std::vector<BenchPrompt> prompts =
+      prompts_path.empty() ? SyntheticPrompts(engine.target_config().decoder.vocab_size) : ReadPrompts(prompts_path);
+  return CompareModes(engine, mf, gen, prompts, warmup, repeats, json_path);
+}
+
 }  // namespace dflash::app

@@ -1,0 +1,22 @@
+// What a benchmark records about the machine it ran on, so numbers can be compared honestly.
+#pragma once
+
+#include <string>
+
+#include "io/json_file.h"
+
+namespace dflash {
+
+struct MachineInfo {
+  std::string cpu;          // /proc/cpuinfo model name
+  int hardware_threads = 0;
+  std::string simd_target;  // Highway target chosen at run time
+  double memory_gb = 0;     // MemTotal
+};
+
+MachineInfo DescribeMachine();
+Json MachineJson(const MachineInfo& m, int threads);
+// Peak resident set size of this process so far, in MiB.
+double PeakRssMiB();
+
+}  // namespace dflash

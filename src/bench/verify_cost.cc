@@ -1,0 +1,78 @@
+#include "bench/verify_cost.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+
+namespace dflash {
+
+namespace {
+
+// Deterministic filler tokens: the cost of a pass does not depend on which tokens they are.
+std::vector<int32_t> FillerTokens(int n, int vocab, int offset) {
+  std::vector<int32_t> t(n);
+  for (int i = 0; i < n; ++i) t[i] = static_cast<int32_t>((1103515245u * (i + offset) + 12345u) % vocab);
+  return t;
+}
+
+double TimeForwardMs(TargetModel& target, std::span<const int32_t> tokens) {
+  const auto t0 = std::chrono::steady_clock::now();
+  target.Forward(tokens, /*all_logits=*/true);
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::vector<VerifyCostPoint> MeasureVerifyCost(TargetModel& target, std::vector<int> contexts,
+                                               std::vector<int> rows, int repeats,
+                                               const Progress& progress) {
+  std::sort(contexts.begin(), contexts.end());
+  std::sort(rows.begin(), rows.end());
+  if (rows.empty() || rows.front() != 1) rows.insert(rows.begin(), 1);  // the reference pass
+  if (repeats < 1) Fail("verify cost: repeats must be at least 1");
+  const int vocab = target.config().vocab_size;
+  for (int r : rows) {
+    if (r < 1 || r > target.max_rows()) Fail("verify cost: ", r, " rows exceed the target's max rows per pass (", target.max_rows(), ")");
+  }
+  if (!contexts.empty() && contexts.back() + rows.back() > target.kv_capacity()) {
+    Fail("verify cost: context ", contexts.back(), " + ", rows.back(), " rows exceeds the KV capacity ",
+         target.kv_capacity(), " (raise --ctx)");
+  }
+  target.Truncate(0);
+  std::vector<VerifyCostPoint> points;
+  for (int ctx : contexts) {
+    while (target.kv_length() < ctx) {
+      const int n = std::min(target.max_rows(), ctx - target.kv_length());
+      const std::vector<int32_t> chunk = FillerTokens(n, vocab, target.kv_length());
+      target.Forward(chunk, /*all_logits=*/false);
+      if (progress) progress("filling KV cache", target.kv_length(), ctx);
+    }
+    double one_ms = 0;
+    for (int r : rows) {
+      const std::vector<int32_t> block = FillerTokens(r, vocab, ctx + 7);
+      TimeForwardMs(target, block);  // warm-up
+      target.Truncate(ctx);
+      std::vector<double> times;
+      for (int i = 0; i < repeats; ++i) {
+        times.push_back(TimeForwardMs(target, block));
+        target.Truncate(ctx);
+      }
+      std::sort(times.begin(), times.end());
+      VerifyCostPoint p;
+      p.context = ctx;
+      p.rows = r;
+      p.ms = times[times.size() / 2];
+      p.ms_min = times.front();
+      p.ms_max = times.back();
+      if (r == 1) one_ms = p.ms;
+      p.ratio = p.ms / one_ms;
+      points.push_back(p);
+      if (progress) progress("timing passes", r, rows.back());
+    }
+  }
+  target.Truncate(0);
+  return points;
+}
+
+}  // namespace dflash

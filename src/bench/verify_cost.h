@@ -1,0 +1,31 @@
+// The number that decides whether DFlash can win on a machine: how much a B-row target pass
+// (a verify) costs relative to a 1-row pass (a decode step), at a given context length.
+// A DFlash cycle commits tau tokens for one verify plus one draft pass, so it pays only if
+// t(B) + t(draft) < tau * t(1).
+#pragma once
+
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "model/target.h"
+
+namespace dflash {
+
+struct VerifyCostPoint {
+  int context = 0;   // positions already in the KV cache
+  int rows = 0;      // rows in the timed forward pass
+  double ms = 0;     // median time of the pass
+  double ms_min = 0, ms_max = 0;
+  double ratio = 0;  // ms / ms of the 1-row pass at the same context
+};
+
+using Progress = std::function<void(const char* what, int done, int total)>;
+
+// Fills the target's KV cache to each context (ascending), then times Forward of each row
+// count `repeats` times (after one warm-up), cropping back after every pass.
+std::vector<VerifyCostPoint> MeasureVerifyCost(TargetModel& target, std::vector<int> contexts,
+                                               std::vector<int> rows, int repeats,
+                                               const Progress& progress = {});
+
+}  // namespace dflash
