@@ -138,9 +138,10 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
   std::fprintf(stderr, "\r%*s\r", 30, "");
 
   const MachineInfo machine = DescribeMachine();
-  std::printf("%s | %s | %d threads | %d new tokens, block %d, %s, %d warm-up + %d repeats\n",
+  std::printf("%s | %s | %d threads | %d new tokens, block %d, %s, policy %s, %d warm-up + %d repeats\n",
               machine.cpu.c_str(), machine.simd_target.c_str(), engine.threads(), gen.max_new_tokens,
-              gen.block_size, gen.sampling.greedy() ? "greedy" : "sampled", warmup, repeats);
+              gen.block_size, gen.sampling.greedy() ? "greedy" : "sampled",
+              std::string(SpecPolicyName(gen.policy)).c_str(), warmup, repeats);
   std::printf("%-16s %6s  %-26s %-26s %8s %6s %7s %s\n", "prompt", "tokens", "plain tok/s (min-max)",
               "dflash tok/s (min-max)", "speedup", "tau", "accept", "identical");
   Json jprompts = Json::array();
@@ -195,7 +196,7 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
     j["config"] = Json{{"model", mf.model}, {"draft", with_draft ? mf.draft : ""}, {"n_predict", gen.max_new_tokens},
                        {"block_size", gen.block_size}, {"greedy", gen.sampling.greedy()},
                        {"temperature", gen.sampling.temperature}, {"warmup", warmup}, {"repeats", repeats},
-                       {"no_eos", gen.ignore_stop}};
+                       {"no_eos", gen.ignore_stop}, {"spec_policy", SpecPolicyName(gen.policy)}};
     j["prompts"] = jprompts;
     j["mean"] = Json{{"plain_decode_tok_s", plain_tok_s}, {"dflash_decode_tok_s", dflash_tok_s},
                      {"speedup", mean_speedup}, {"tau", total_spec.Tau()},
@@ -247,6 +248,7 @@ int VerifyCost(dflash::Engine& engine, const ModelFlags& mf, const std::string& 
 int Bench(int argc, char** argv) {
   ModelFlags mf;
   mf.no_eos = true;  // fixed-length runs, so both modes time the same number of tokens
+  mf.spec_policy = "always";  // raw DFlash against plain; --spec-policy adaptive measures the policy
   std::string prompts_path, json_path, contexts = "512,8192", rows = "1,2,4,8,16,32";
   int warmup = 1, repeats = 3;
   bool verify_cost = false;

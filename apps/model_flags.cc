@@ -14,6 +14,8 @@ void ModelFlags::Declare(Args& a) {
   a.Option("--top-p", &top_p, "P", "nucleus sampling, 1 = off");
   a.Option("--seed", &seed, "S", "random seed for sampling");
   a.Option("--block-size", &block_size, "B", "tokens verified per DFlash cycle (default: the draft's block_size)");
+  a.Option("--spec-policy", &spec_policy, "adaptive|always",
+           "adaptive: speculate only while DFlash is measured to beat plain decoding; always: every step");
   a.Flag("--no-eos", &no_eos, "ignore end-of-sequence tokens: always generate -n tokens (benchmarks)");
   a.Option("-c,--ctx", &ctx, "N", "context length per sequence (KV cache positions)");
   a.Option("-t,--threads", &threads, "N", "threads (0 = all hardware threads)");
@@ -55,6 +57,7 @@ GenerateOptions ModelFlags::Generation(const Args& args, const dflash::Engine& e
   g.sampling.seed = seed;
   ValidateSampling(g.sampling);
   g.block_size = 1;
+  g.policy = ParseSpecPolicy(spec_policy);
   if (speculative(engine)) {
     g.block_size = block_size > 0 ? block_size : engine.draft_config()->block_size;
     if (g.block_size > 16 && g.block_size > engine.draft_config()->block_size) {

@@ -18,6 +18,7 @@ struct ModelFlags {
   int draft_sink = 64;
   int block_size = 0;  // 0: the draft's block_size
   std::string mode;    // "" (dflash when a draft is given), "ar", "dflash"
+  std::string spec_policy = "adaptive";
   int n_predict = 128;
   double temp = 0, top_p = 1;
   int top_k = 0;

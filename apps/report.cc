@@ -18,6 +18,8 @@ Json ResultJson(const GenerateResult& r, const std::string& mode) {
     j["tokens_per_cycle"] = s.tokens_per_cycle();
     j["acceptance"] = s.acceptance();
     j["accept_hist"] = s.accept_hist;
+    j["plain_steps"] = s.plain_steps;
+    j["fallbacks"] = s.fallbacks;
     j["draft_ms"] = s.draft_ms;
     j["verify_ms"] = s.verify_ms;
   }
@@ -32,6 +34,9 @@ void PrintStats(FILE* out, const GenerateResult& r, const std::string& mode) {
   if (mode == "dflash") {
     std::fprintf(out, " | tau %.2f, acceptance %.2f over %d cycles (draft %.0f ms, verify %.0f ms)",
                  s.tokens_per_cycle(), s.acceptance(), s.cycles, s.draft_ms, s.verify_ms);
+    if (s.plain_steps > 0) {
+      std::fprintf(out, " | %d plain steps after %d fallback(s): DFlash was losing", s.plain_steps, s.fallbacks);
+    }
   }
   std::fprintf(out, "\n");
 }

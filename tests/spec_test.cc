@@ -21,8 +21,9 @@ using testing::MakeRandomTarget;
 // cycling the intended acceptance length through 0..B-1 so every length occurs.
 class ScriptedDrafter : public Drafter {
  public:
-  ScriptedDrafter(std::vector<int32_t> reference, int prompt_len, int vocab)
-      : ref_(std::move(reference)), prompt_len_(prompt_len), vocab_(vocab), logits_(16 * vocab) {}
+  // perfect: no mistakes at all (every drafted token is the target's).
+  ScriptedDrafter(std::vector<int32_t> reference, int prompt_len, int vocab, bool perfect = false)
+      : ref_(std::move(reference)), prompt_len_(prompt_len), vocab_(vocab), perfect_(perfect), logits_(16 * vocab) {}
   int max_block() const override { return 16; }
   int max_append() const override { return 1 << 20; }
   void AppendContext(const float*, int n, int pos) override {
@@ -35,7 +36,7 @@ class ScriptedDrafter : public Drafter {
     for (int j = 0; j < block - 1; ++j) {
       const size_t idx = static_cast<size_t>(pos + 1 + j - prompt_len_);
       int32_t tok = idx < ref_.size() ? ref_[idx] : 0;
-      if (j == intended) tok = (tok + 1) % vocab_;
+      if (j == intended && !perfect_) tok = (tok + 1) % vocab_;
       float* row = logits_.data() + static_cast<size_t>(j) * vocab_;
       std::fill(row, row + vocab_, 0.0f);
       row[tok] = 10.0f;
@@ -45,7 +46,9 @@ class ScriptedDrafter : public Drafter {
 
  private:
   std::vector<int32_t> ref_;
-  int prompt_len_, vocab_, cycle_ = 0, context_ = 0;
+  int prompt_len_, vocab_;
+  bool perfect_;
+  int cycle_ = 0, context_ = 0;
   std::vector<float> logits_;
 };
 
@@ -83,6 +86,7 @@ TEST(Spec, GreedyScriptedDraftIsBitIdenticalAtEveryAcceptanceLength) {
   Qwen3Model target(rt->config, rt->weights.store, Options(0), pool);
   const std::vector<int32_t> prompt = {3, 14, 15, 92, 65, 35};
   GenerateOptions plain;
+  plain.policy = SpecPolicy::kAlways;  // every cycle speculates: acceptance is what is tested
   plain.max_new_tokens = 160;
   plain.block_size = 1;
   const GenerateResult ref = Generate(target, nullptr, prompt, plain);
@@ -100,12 +104,45 @@ TEST(Spec, GreedyScriptedDraftIsBitIdenticalAtEveryAcceptanceLength) {
   }
 }
 
+// The adaptive policy changes speed only: a draft that always agrees keeps speculating, one
+// that never agrees is dropped for plain decoding, and both outputs equal plain greedy.
+TEST(Spec, AdaptivePolicyKeepsWinningDraftAndDropsLosingOne) {
+  ThreadPool pool(2);
+  auto rt = MakeRandomTarget(97, 32, 2, 5);
+  Qwen3Model target(rt->config, rt->weights.store, Options(0), pool);
+  const std::vector<int32_t> prompt = {5, 6, 7, 8};
+  GenerateOptions g;
+  g.max_new_tokens = 400;
+  g.block_size = 1;
+  const GenerateResult ref = Generate(target, nullptr, prompt, g);
+  g.block_size = 16;
+  g.policy = SpecPolicy::kAdaptive;
+
+  target.Truncate(0);
+  ScriptedDrafter good(ref.tokens, static_cast<int>(prompt.size()), 97, /*perfect=*/true);
+  const GenerateResult r_good = Generate(target, &good, prompt, g);
+  EXPECT_EQ(r_good.tokens, ref.tokens);
+  // 16 tokens per cycle against one per step: nearly every token comes from a cycle. (Timing
+  // noise on this loaded 2-core machine may cause a fallback or two; a 16 + 32 step back-off
+  // stays under a quarter of the 400 tokens.)
+  EXPECT_GT(r_good.stats.cycles, 0);
+  EXPECT_LE(r_good.stats.plain_steps, r_good.stats.completion_tokens / 4);
+
+  target.Truncate(0);
+  NoisyDrafter bad(97, 9);  // fixed random proposals: almost never the target's token
+  const GenerateResult r_bad = Generate(target, &bad, prompt, g);
+  EXPECT_EQ(r_bad.tokens, ref.tokens);
+  EXPECT_GE(r_bad.stats.fallbacks, 1);
+  EXPECT_GT(r_bad.stats.plain_steps, 4 * r_bad.stats.cycles);
+}
+
 TEST(Spec, StopTokenTruncatesInsideAcceptedBlock) {
   ThreadPool pool(1);
   auto rt = MakeRandomTarget(97, 32, 2, 1);
   Qwen3Model target(rt->config, rt->weights.store, Options(0), pool);
   const std::vector<int32_t> prompt = {3, 14, 15, 92, 65, 35};
   GenerateOptions plain;
+  plain.policy = SpecPolicy::kAlways;  // every cycle speculates: acceptance is what is tested
   plain.max_new_tokens = 60;
   plain.block_size = 1;
   const GenerateResult ref = Generate(target, nullptr, prompt, plain);
@@ -144,6 +181,7 @@ TEST(Spec, RealDraftWithWindowsAndSlidingLayersStaysLossless) {
       dopt.sink = 4;
       DFlashDraft draft(rd->config, rd->weights.store, target, dopt, pool);
       GenerateOptions g;
+      g.policy = SpecPolicy::kAlways;
       g.max_new_tokens = 80;
       g.block_size = 1;
       const GenerateResult ref = Generate(target, nullptr, prompt, g);
@@ -241,6 +279,7 @@ TEST(Spec, SampledDFlashMatchesTargetDistributionAtDraftedPositions) {
     for (int t = 0; t < trials; ++t) {
       target.Truncate(0);
       GenerateOptions g;
+      g.policy = SpecPolicy::kAlways;
       g.max_new_tokens = 3;
       g.block_size = 3;  // first token from prefill, then one cycle drafting positions 2 and 3
       g.sampling = sp;

@@ -110,19 +110,29 @@ void Qwen3Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
     ops::SiluMul(gate_.data(), up_.data(), n * I, gate_.data());
     ops::MatMul(gate_.data(), n, w.down_proj, nullptr, xn_.data(), pool_);
     ops::AddInPlace(x_.data(), xn_.data(), n * H);
-    for (size_t f = 0; f < options_.capture_layers.size(); ++f) {
-      if (options_.capture_layers[f] != l) continue;
-      for (int r = 0; r < n; ++r) {
-        std::memcpy(features_.data() + static_cast<size_t>(r) * feature_width_ + f * H,
-                    x_.data() + r * H, H * sizeof(float));
-      }
-    }
+    if (l < cfg_.num_layers - 1) Capture(l, x_.data(), n);
   }
   kv_length_ += n;
+  // The final norm runs on every row when the last layer is captured: HF's hidden_states[L],
+  // which z-lab's drafts read for layer L-1, is the normed output.
+  const bool capture_last = std::find(options_.capture_layers.begin(), options_.capture_layers.end(),
+                                      cfg_.num_layers - 1) != options_.capture_layers.end();
   const int first = all_logits ? 0 : n - 1;
-  const int rows = n - first;
-  ops::RmsNorm(x_.data() + first * H, rows, H, final_norm_.data(), eps, xn_.data());
-  ops::MatMul(xn_.data(), rows, lm_head_, nullptr, logits_.data(), pool_);
+  const int normed = capture_last ? 0 : first;
+  ops::RmsNorm(x_.data() + normed * H, n - normed, H, final_norm_.data(), eps, xn_.data());
+  if (capture_last) Capture(cfg_.num_layers - 1, xn_.data(), n);
+  ops::MatMul(xn_.data() + (first - normed) * H, n - first, lm_head_, nullptr, logits_.data(), pool_);
+}
+
+void Qwen3Model::Capture(int layer, const float* rows, int n) {
+  const int64_t H = cfg_.hidden_size;
+  for (size_t f = 0; f < options_.capture_layers.size(); ++f) {
+    if (options_.capture_layers[f] != layer) continue;
+    for (int r = 0; r < n; ++r) {
+      std::memcpy(features_.data() + static_cast<size_t>(r) * feature_width_ + f * H,
+                  rows + r * H, H * sizeof(float));
+    }
+  }
 }
 
 }  // namespace dflash

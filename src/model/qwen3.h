@@ -40,6 +40,8 @@ class Qwen3Model final : public TargetModel {
 
  private:
   void Attention(int layer, int n);
+  // Copies n rows of `layer`'s output into every feature slot that captures it.
+  void Capture(int layer, const float* rows, int n);
 
   DecoderConfig cfg_;
   TargetOptions options_;

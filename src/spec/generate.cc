@@ -41,7 +41,7 @@ class Decoder {
   bool Commit(std::span<const int32_t> tokens);  // false when generation must end
   void Prefill(std::span<const int32_t> prompt);
   void PlainStep();
-  void SpeculativeCycle(int B);
+  int SpeculativeCycle(int B);  // returns the tokens it committed
 
   TargetModel& target_;
   Drafter* drafter_;
@@ -111,7 +111,7 @@ void Decoder::PlainStep() {
   Commit({&next, 1});
 }
 
-void Decoder::SpeculativeCycle(int B) {
+int Decoder::SpeculativeCycle(int B) {
   GenerateStats& st = result_.stats;
   const int pos = target_.kv_length();
   const bool greedy = sampler_.params().greedy();
@@ -147,6 +147,7 @@ void Decoder::SpeculativeCycle(int B) {
   drafted_[accepted + 1] = next;
   pending_ = next;
   Commit({drafted_.data() + 1, static_cast<size_t>(accepted + 1)});
+  return accepted + 1;
 }
 
 GenerateResult Decoder::Run(std::span<const int32_t> prompt) {
@@ -173,6 +174,7 @@ GenerateResult Decoder::Run(std::span<const int32_t> prompt) {
   const auto decode_start = Clock::now();
   bool running = Commit({&pending_, 1});
   const bool speculate = drafter_ && opt_.block_size > 1;
+  SpeculationController policy(opt_.policy);
   while (running) {
     const int remaining = opt_.max_new_tokens - static_cast<int>(result_.tokens.size());
     const int room = target_.kv_capacity() - target_.kv_length();
@@ -181,14 +183,21 @@ GenerateResult Decoder::Run(std::span<const int32_t> prompt) {
       break;
     }
     const int B = std::min({opt_.block_size, remaining, room});
-    if (speculate && B > 1) {
-      SpeculativeCycle(B);
+    const auto step_start = Clock::now();
+    if (speculate && B > 1 && policy.Speculate()) {
+      const int committed = SpeculativeCycle(B);
+      policy.OnCycle(MsSince(step_start), committed);
     } else {
       PlainStep();
+      if (speculate) {
+        policy.OnPlainStep(MsSince(step_start));
+        st.plain_steps++;
+      }
     }
     running = result_.finish_reason.empty();
   }
   st.decode_ms = MsSince(decode_start);
+  st.fallbacks = policy.fallbacks();
   st.completion_tokens = static_cast<int>(result_.tokens.size());
   return std::move(result_);
 }

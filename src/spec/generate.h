@@ -10,6 +10,7 @@
 
 #include "model/target.h"
 #include "spec/drafter.h"
+#include "spec/policy.h"
 #include "spec/sampler.h"
 
 namespace dflash {
@@ -19,6 +20,7 @@ struct GenerateOptions {
   std::vector<int32_t> stop_tokens;  // generation ends after emitting one of these
   bool ignore_stop = false;          // --no-eos: always generate max_new_tokens
   int block_size = 16;               // tokens verified per cycle (1 = plain decoding)
+  SpecPolicy policy = SpecPolicy::kAdaptive;  // when a draft is given: speculate always, or while it wins
   SamplingParams sampling;
 };
 
@@ -29,6 +31,8 @@ struct GenerateStats {
   int cycles = 0;           // DFlash verify passes
   int drafted = 0;          // drafted tokens offered to verification
   int accepted = 0;         // drafted tokens accepted
+  int plain_steps = 0;      // decode steps run plainly although a draft was given (policy)
+  int fallbacks = 0;        // times the adaptive policy switched from DFlash to plain
   std::vector<int> accept_hist;  // [k] = cycles that committed k tokens (k = a + 1)
   double prefill_ms = 0, ttft_ms = 0, decode_ms = 0, draft_ms = 0, verify_ms = 0;
 
