@@ -6,7 +6,7 @@ BUILD_TYPE ?= Release
 JOBS       ?= $(shell nproc)
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PKGS   := cmake ninja-build g++ pkg-config libhwy-dev libcpp-httplib-dev nlohmann-json3-dev \
-              libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev python3-venv
+              libpcre2-dev libicu-dev libgtest-dev libgmock-dev libbenchmark-dev python3-venv
 PYTHON     ?= python3
 VENV       := .venv
 REF_VENV   := .venv-ref

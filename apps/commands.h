@@ -5,5 +5,7 @@ namespace dflash::app {
 
 int Generate(int argc, char** argv);
 int Bench(int argc, char** argv);
+int Tokenize(int argc, char** argv);
+int Detokenize(int argc, char** argv);
 
 }  // namespace dflash::app

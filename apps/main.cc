@@ -19,6 +19,8 @@ struct Command {
 constexpr Command kCommands[] = {
     {"generate", dflash::app::Generate, "generate text, plain or with DFlash speculative decoding"},
     {"bench", dflash::app::Bench, "plain vs DFlash on the same prompts, in one run"},
+    {"tokenize", dflash::app::Tokenize, "text to token ids with a tokenizer.json"},
+    {"detokenize", dflash::app::Detokenize, "token ids to text"},
 };
 
 void PrintUsage(FILE* out) {
