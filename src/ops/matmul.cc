@@ -22,7 +22,9 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "ops/matmul_quant.h"
 #include "ops/ops.h"
+#include "ops/quant_blocks.h"
 namespace dflash::ops {
 // Rows of x and of W per register tile (4 x 4 accumulators fit every x86/ARM target).
 constexpr int64_t kRowTile = 4;
@@ -137,6 +139,7 @@ HWY_EXPORT(MatMulImpl);
 
 void MatMul(const float* x, int64_t M, const WeightRef& w, const float* bias, float* y,
             ThreadPool& pool) {
+  if (quant::IsBlockQuantized(w.dtype)) return MatMulQuantized(x, M, w, bias, y, pool);
   HWY_DYNAMIC_DISPATCH(MatMulImpl)(x, M, w, bias, y, pool);
 }
 }  // namespace dflash::ops
