@@ -57,6 +57,52 @@ HWY_BEFORE_NAMESPACE();
 namespace dflash::ops::HWY_NAMESPACE {
 
 using namespace quant;
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Quantises M rows of x (see quant_activations.h). Vectorised because it runs once per
+// MatMul on the calling thread while the pool waits; every step is a function of one row.
+void QuantizeActivations(const float* x, int64_t M, int64_t K, int offset, QuantizedRows& out) {
+  out.rows = M;
+  out.k = K;
+  out.k_pad = (K + 63) / 64 * 64;
+  const int64_t kp = out.k_pad;
+  // assign() rather than resize(): the padding must be zero whatever an earlier call left.
+  out.codes.assign(M * kp, 0);
+  out.lane_scale.assign(M * kp / 4, 0.0f);
+  out.lane_init.assign(M * kp / 4, 0);
+  out.block_scale.assign(M * kp / 32, 0.0f);
+  out.block_sum.assign(M * kp / 32, 0.0f);
+  const hn::CappedTag<float, 16> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  HWY_ALIGN int32_t q[32];
+  for (int64_t r = 0; r < M; ++r) {
+    for (int64_t b = 0; b < K / 32; ++b) {
+      const float* xb = x + r * K + 32 * b;
+      auto amax = hn::Zero(df), sum = hn::Zero(df);
+      for (int64_t j = 0; j < 32; j += N) {
+        const auto v = hn::LoadU(df, xb + j);
+        amax = hn::Max(amax, hn::Abs(v));
+        sum = hn::Add(sum, v);
+      }
+      const float d = hn::GetLane(hn::MaxOfLanes(df, amax)) / 127.0f;
+      const float id = d == 0.0f ? 0.0f : 1.0f / d;
+      const auto vid = hn::Set(df, id);
+      for (int64_t j = 0; j < 32; j += N) {
+        hn::Store(hn::NearestInt(hn::Mul(hn::LoadU(df, xb + j), vid)), di, q + j);
+      }
+      int8_t* codes = out.codes.data() + r * kp + 32 * b;
+      for (int j = 0; j < 32; ++j) codes[j] = static_cast<int8_t>(std::clamp(q[j], -127, 127));
+      out.block_scale[r * kp / 32 + b] = d;
+      out.block_sum[r * kp / 32 + b] = hn::GetLane(hn::SumOfLanes(df, sum));
+      for (int l = 0; l < 8; ++l) {
+        const int64_t lane = r * kp / 4 + 8 * b + l;
+        out.lane_scale[lane] = d;
+        out.lane_init[lane] = -offset * (codes[4 * l] + codes[4 * l + 1] + codes[4 * l + 2] + codes[4 * l + 3]);
+      }
+    }
+  }
+}
 
 // ------------------------------------------------------------------------------------------
 // Portable path: decode one weight row into signed codes with a scale per 16 elements (and
@@ -159,14 +205,27 @@ constexpr PairIndex kQ4_KIndex = MakePairIndex(2, 8);  // 32-element sub-blocks
 constexpr PairIndex kQ6_KIndex = MakePairIndex(4, 4);  // 16-element groups
 inline __m512i PairScaleIndex(const PairIndex& t, int p) { return _mm512_load_si512(t.lane[p]); }
 
+// Two consecutive 32-blocks (the second may be absent at an odd row end).
+struct BlockPair {
+  const uint8_t* b0;
+  bool second;
+};
+
+// Lanes 0..7: the first block's f16 scale, 8..15: the second's (0 when absent).
+inline __m512 PairScales(const BlockPair& s, int block_bytes) {
+  uint16_t h0, h1 = 0;
+  __builtin_memcpy(&h0, s.b0, 2);
+  if (s.second) __builtin_memcpy(&h1, s.b0 + block_bytes, 2);
+  const __m128 both = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h0 | (uint32_t{h1} << 16))));
+  return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                               _mm512_castps128_ps512(both));
+}
+
 struct Q8_0Format {
   static constexpr int kPairs = 1;
   static constexpr bool kMins = false;
   static int64_t Groups(int64_t K) { return (K / 32 + 1) / 2; }
-  struct Group {
-    const uint8_t* b0;
-    bool second;
-  };
+  using Group = BlockPair;
   static HWY_INLINE void Begin(const uint8_t* row, int64_t K, int64_t g, Group& s) {
     s.b0 = row + 2 * g * kQ8_0Bytes;
     s.second = 2 * g + 1 < K / 32;
@@ -177,10 +236,7 @@ struct Q8_0Format {
                                 : _mm256_set1_epi8(static_cast<char>(0x80));
     codes = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1),
                              _mm512_set1_epi8(static_cast<char>(0x80)));
-    uint16_t h0, h1 = 0;
-    __builtin_memcpy(&h0, s.b0, 2);
-    if (s.second) __builtin_memcpy(&h1, s.b0 + kQ8_0Bytes, 2);
-    scale = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(h0)), _mm256_set1_ps(_cvtsh_ss(h1)), 1);
+    scale = PairScales(s, kQ8_0Bytes);
   }
 };
 
@@ -188,7 +244,7 @@ struct Q4_0Format {
   static constexpr int kPairs = 1;
   static constexpr bool kMins = false;
   static int64_t Groups(int64_t K) { return (K / 32 + 1) / 2; }
-  using Group = Q8_0Format::Group;
+  using Group = BlockPair;
   static HWY_INLINE void Begin(const uint8_t* row, int64_t K, int64_t g, Group& s) {
     s.b0 = row + 2 * g * kQ4_0Bytes;
     s.second = 2 * g + 1 < K / 32;
@@ -201,10 +257,7 @@ struct Q4_0Format {
     const __m512i both = _mm512_castsi256_si512(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
     const __m512i dup = _mm512_permutexvar_epi64(_mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0), both);
     codes = _mm512_and_si512(_mm512_mask_blend_epi64(0xCC, dup, _mm512_srli_epi16(dup, 4)), Nibbles());
-    uint16_t h0, h1 = 0;
-    __builtin_memcpy(&h0, s.b0, 2);
-    if (s.second) __builtin_memcpy(&h1, s.b0 + kQ4_0Bytes, 2);
-    scale = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(h0)), _mm256_set1_ps(_cvtsh_ss(h1)), 1);
+    scale = PairScales(s, kQ4_0Bytes);
   }
 };
 
@@ -219,13 +272,21 @@ struct Q4_KFormat {
   };
   static HWY_INLINE void Begin(const uint8_t* row, int64_t, int64_t g, Group& s) {
     s.b = row + g * kQ4_KBytes;
-    alignas(64) int32_t sc[16] = {0}, m[16] = {0};
-    for (int j = 0; j < 8; ++j) Q4KScaleMin(s.b + kQ4_KScales, j, &sc[j], &m[j]);
+    // The 12 packed bytes as words w0..w2: sc[0..3] = w0 & 63, m[0..3] = w1 & 63 (per byte),
+    // sc[4..7] = w2 low nibbles | w0 top bits << 4, m[4..7] = w2 high nibbles | w1 top bits << 4.
+    uint32_t w[3];
+    __builtin_memcpy(w, s.b + kQ4_KScales, 12);
+    const uint64_t sc = (w[0] & 0x3f3f3f3fu) |
+                        uint64_t{(w[2] & 0x0f0f0f0fu) | (((w[0] >> 6) & 0x03030303u) << 4)} << 32;
+    const uint64_t m = (w[1] & 0x3f3f3f3fu) |
+                       uint64_t{((w[2] >> 4) & 0x0f0f0f0fu) | (((w[1] >> 6) & 0x03030303u) << 4)} << 32;
     uint16_t hd, hm;
     __builtin_memcpy(&hd, s.b, 2);
     __builtin_memcpy(&hm, s.b + 2, 2);
-    s.scales = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(hd)), _mm512_cvtepi32_ps(_mm512_load_si512(sc)));
-    s.mins = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(hm)), _mm512_cvtepi32_ps(_mm512_load_si512(m)));
+    const __m512 sc_f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(sc))));
+    const __m512 m_f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(m))));
+    s.scales = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(hd)), sc_f);
+    s.mins = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(hm)), m_f);
   }
   static HWY_INLINE void Pair(const Group& s, int p, __m512i& codes, __m512& scale) {
     const __m512i v = _mm512_broadcast_i64x4(
@@ -350,8 +411,9 @@ void Columns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begin, int64
   PortableColumns(xq, w, n_begin, n_end, y);
 }
 
-void MatMulQuantImpl(const QuantizedRows& xq, const WeightRef& w, const float* bias, float* y,
-                     ThreadPool& pool) {
+void MatMulQuantImpl(const float* x, int64_t M, const WeightRef& w, const float* bias, float* y,
+                     QuantizedRows& xq, ThreadPool& pool) {
+  QuantizeActivations(x, M, w.cols, CodeOffset(w.dtype), xq);
   const int64_t Nout = w.rows;
   const int64_t target_tasks = 8 * pool.size();
   int64_t cols_per_task = (Nout + target_tasks - 1) / target_tasks;
@@ -387,8 +449,7 @@ void MatMulQuantized(const float* x, int64_t M, const WeightRef& w, const float*
   }
   // One quantised copy of x per calling thread, reused so decode allocates nothing.
   thread_local QuantizedRows xq;
-  QuantizeActivations(x, M, w.cols, CodeOffset(w.dtype), xq);
-  HWY_DYNAMIC_DISPATCH(MatMulQuantImpl)(xq, w, bias, y, pool);
+  HWY_DYNAMIC_DISPATCH(MatMulQuantImpl)(x, M, w, bias, y, xq, pool);
 }
 }  // namespace dflash::ops
 #endif

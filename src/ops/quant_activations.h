@@ -1,4 +1,4 @@
-// Activation rows quantised for integer dot products against block-quantised weights.
+// Activation rows quantised (by ops/matmul_quant.cc, per SIMD target) for integer dot products against block-quantised weights.
 //
 // Each row is cut into 32-element blocks; block b gets d_b = max|x| / 127 and codes
 // q = round(x / d_b) in [-127, 127], so |x - d_b * q| <= d_b / 2. The weights' codes are
@@ -29,8 +29,5 @@ struct QuantizedRows {
   const float* BlockScale(int64_t r) const { return block_scale.data() + r * (k_pad / 32); }
   const float* BlockSum(int64_t r) const { return block_sum.data() + r * (k_pad / 32); }
 };
-
-// Quantises M rows of K (a multiple of 32) floats; `offset` is the weights' code offset.
-void QuantizeActivations(const float* x, int64_t M, int64_t K, int offset, QuantizedRows& out);
 
 }  // namespace dflash::ops
