@@ -1,6 +1,7 @@
 #include "model_flags.h"
 
 #include "core/error.h"
+#include "io/quantize_store.h"
 
 namespace dflash::app {
 
@@ -20,6 +21,8 @@ void ModelFlags::Declare(Args& a) {
   a.Option("--prefill-chunk", &prefill_chunk, "N", "prompt rows per target forward pass");
   a.Option("--draft-window", &draft_window, "N", "bound the draft's context to a sink plus N recent tokens (0 = unbounded)");
   a.Option("--draft-sink", &draft_sink, "N", "draft context sink size when --draft-window is set");
+  a.Option("--target-quant", &target_quant, "none|q8_0|q4_0", "quantise the target's matrices at load time (also the embedding and LM head the draft shares)");
+  a.Option("--draft-quant", &draft_quant, "none|q8_0|q4_0", "quantise the draft's own matrices at load time");
 }
 
 EngineOptions ModelFlags::Engine() const {
@@ -36,6 +39,8 @@ EngineOptions ModelFlags::Engine() const {
   e.prefill_chunk = prefill_chunk;
   e.draft_window = draft_window;
   e.draft_sink = draft_sink;
+  e.target_quant = ParseWeightQuant(target_quant, "--target-quant");
+  e.draft_quant = ParseWeightQuant(draft_quant, "--draft-quant");
   return e;
 }
 

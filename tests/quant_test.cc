@@ -13,6 +13,7 @@
 #include "core/thread_pool.h"
 #include "hwy/targets.h"
 #include "io/json_file.h"
+#include "io/quantize_store.h"
 #include "ops/ops.h"
 
 namespace dflash {
@@ -227,6 +228,43 @@ TEST(QuantMatMul, RejectsPartialBlocks) {
   ThreadPool pool(1);
   const WeightRef bad{bytes.data(), DType::kQ8_0, 1, 48, 34};
   EXPECT_THROW(ops::MatMul(x.data(), 1, bad, nullptr, y.data(), pool), Error);
+}
+
+TEST(LoadTimeQuant, QuantizesBf16MatricesAndRejectsBadInput) {
+  ThreadPool pool(2);
+  const int64_t rows = 130, cols = 96;
+  std::vector<uint16_t> bf16(rows * cols);
+  std::mt19937 rng(4);
+  std::normal_distribution<float> dist(0.0f, 0.1f);
+  for (uint16_t& h : bf16) h = F32ToBF16(dist(rng));
+  TensorStore store("<test>");
+  const auto add = [&](const std::string& name, std::vector<int64_t> shape, const void* data) {
+    Tensor t;
+    t.name = name;
+    t.dtype = DType::kBF16;
+    t.shape = std::move(shape);
+    t.data = static_cast<const uint8_t*>(data);
+    t.nbytes = t.numel() * 2;
+    store.Add(std::move(t));
+  };
+  add("m", {rows, cols}, bf16.data());
+  add("norm", {cols}, bf16.data());
+  EXPECT_EQ(QuantizeMatrices(store, DType::kQ4_0, pool), 1);
+  const Tensor& m = *store.Find("m");
+  EXPECT_EQ(m.dtype, DType::kQ4_0);
+  EXPECT_EQ(store.Find("norm")->dtype, DType::kBF16);
+  std::vector<float> row(cols);
+  std::vector<uint8_t> want(RowBytes(DType::kQ4_0, cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < cols; ++i) row[i] = BF16ToF32(bf16[r * cols + i]);
+    ops::QuantizeRow(row.data(), cols, DType::kQ4_0, want.data());
+    ASSERT_EQ(0, std::memcmp(m.data + r * want.size(), want.data(), want.size())) << "row " << r;
+  }
+  add("odd", {2, 48}, bf16.data());
+  EXPECT_THROW(QuantizeMatrices(store, DType::kQ8_0, pool), Error);
+  EXPECT_EQ(ParseWeightQuant("none", "--x"), std::nullopt);
+  EXPECT_EQ(ParseWeightQuant("q8_0", "--x"), DType::kQ8_0);
+  EXPECT_THROW(ParseWeightQuant("q4_k", "--x"), Error);
 }
 
 }  // namespace

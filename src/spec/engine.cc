@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "io/json_file.h"
+#include "io/quantize_store.h"
 #include "io/safetensors.h"
 
 namespace dflash {
@@ -58,9 +59,11 @@ Engine::Engine(const EngineOptions& options) : options_(options), pool_(options.
     topt.capture_layers = draft_config_.target_layer_ids;
   }
   target_store_.emplace(LoadSafetensorsDir(options.target_dir));
+  if (options.target_quant) QuantizeMatrices(*target_store_, *options.target_quant, pool_);
   target_ = std::make_unique<Qwen3Model>(target_config_, *target_store_, topt, pool_);
   if (!options.draft_dir.empty()) {
     draft_store_.emplace(LoadSafetensorsDir(options.draft_dir));
+    if (options.draft_quant) QuantizeMatrices(*draft_store_, *options.draft_quant, pool_);
     DraftOptions dopt;
     dopt.max_block = std::max(draft_config_.block_size, 16);
     dopt.context_capacity = options.context;

@@ -25,6 +25,10 @@ struct EngineOptions {
   int prefill_chunk = 64;     // rows per prefill Forward
   int draft_window = 0;       // bounded draft context (0: unbounded)
   int draft_sink = 64;
+  // Load-time weight quantisation of each model's matrices (nullopt: as stored). The draft
+  // borrows the target's embedding and LM head, so those follow target_quant.
+  std::optional<DType> target_quant;
+  std::optional<DType> draft_quant;
 };
 
 // Defaults a checkpoint ships in generation_config.json (and config.json's eos_token_id).
