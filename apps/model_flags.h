@@ -18,6 +18,7 @@ struct ModelFlags {
   int draft_sink = 64;
   int block_size = 0;  // 0: the draft's block_size
   std::string target_quant = "none", draft_quant = "none";
+  bool bf16_dot = false;
   std::string mode;    // "" (dflash when a draft is given), "ar", "dflash"
   int n_predict = 128;
   double temp = 0, top_p = 1;

@@ -1,6 +1,7 @@
 // MatMul throughput per weight dtype at Qwen3-0.6B shapes, for the row counts that matter:
 // M=1 (decode: bound by streaming the weights, so GB/s of weights is the figure of merit),
-// M=4 and M=16 (DFlash verify blocks: t(16)/t(1) is the verify cost).
+// M=4 and M=16 (DFlash verify blocks: t(16)/t(1) is the verify cost). BF16dot: BF16 weights
+// with bf16-rounded activations (native bf16 dot products where the CPU has them).
 //   build/bin/dflash_microbench --benchmark_filter=MatMul/Q4_0 --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
 
@@ -64,10 +65,11 @@ const std::vector<uint8_t>& Weights(DType t, Shape s) {
   return *slot;
 }
 
-void BM_MatMul(benchmark::State& state, DType t, Shape s) {
+void BM_MatMul(benchmark::State& state, DType t, Shape s, bool bf16_dot) {
   const int64_t M = state.range(0);
   const std::vector<uint8_t>& bytes = Weights(t, s);
-  const WeightRef w{bytes.data(), t, s.rows, s.cols, RowBytes(t, s.cols)};
+  WeightRef w{bytes.data(), t, s.rows, s.cols, RowBytes(t, s.cols)};
+  w.bf16_activations = bf16_dot;
   std::vector<float> x(M * s.cols), y(M * s.rows);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) / 500.0f - 1.0f;
   for (auto _ : state) {
@@ -83,11 +85,14 @@ void BM_MatMul(benchmark::State& state, DType t, Shape s) {
 
 const bool kRegistered = [] {
   for (DType t : kDtypes) {
-    for (Shape s : kShapes) {
-      const std::string name = "MatMul/" + std::string(DTypeName(t)) + "/" + std::to_string(s.rows) +
-                               "x" + std::to_string(s.cols);
-      benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, t, s)->Arg(1)->Arg(4)->Arg(16)->UseRealTime()
-          ->Unit(benchmark::kMicrosecond);
+    for (bool bf16_dot : {false, true}) {
+      if (bf16_dot && t != DType::kBF16) continue;
+      for (Shape s : kShapes) {
+        const std::string name = "MatMul/" + std::string(DTypeName(t)) + (bf16_dot ? "dot" : "") + "/" +
+                                 std::to_string(s.rows) + "x" + std::to_string(s.cols);
+        benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, t, s, bf16_dot)
+            ->Arg(1)->Arg(4)->Arg(16)->UseRealTime()->Unit(benchmark::kMicrosecond);
+      }
     }
   }
   return true;

@@ -75,7 +75,18 @@ WeightRef AsWeight(const Tensor& t) {
          DTypeName(t.dtype), " block size");
   }
   w.row_bytes = RowBytes(t.dtype, w.cols);
+  w.bf16_activations = t.bf16_activations;
   return w;
+}
+
+int TensorStore::AllowBf16Activations() {
+  int marked = 0;
+  for (auto& [name, t] : tensors_) {
+    if (t.dtype != DType::kBF16 || t.shape.size() != 2) continue;
+    t.bf16_activations = true;
+    ++marked;
+  }
+  return marked;
 }
 
 std::vector<float> ToF32Vector(const Tensor& t) {

@@ -23,6 +23,10 @@ class TensorStore {
   // load-time quantiser's output. Pointers to the old data must not be kept.
   void ReplaceData(const std::string& name, DType dtype, std::vector<uint8_t> bytes);
 
+  // Lets MatMul round activations to bf16 against every 2-D BF16 tensor (WeightRef::
+  // bf16_activations); returns how many it marked. Bind models afterwards.
+  int AllowBf16Activations();
+
   const Tensor* Find(const std::string& name) const;
   // Throws Error naming the model and the tensor when it is missing, or when its shape is
   // not `shape` (-1 matches anything).

@@ -29,6 +29,10 @@ struct EngineOptions {
   // borrows the target's embedding and LM head, so those follow target_quant.
   std::optional<DType> target_quant;
   std::optional<DType> draft_quant;
+  // BF16 matrices may round activations to bf16 for native bf16 dot products (AVX512_BF16
+  // CPUs only; elsewhere the exact path runs). Results stay batch-invariant, not bit-equal to
+  // the exact path.
+  bool bf16_activations = false;
 };
 
 // Defaults a checkpoint ships in generation_config.json (and config.json's eos_token_id).
