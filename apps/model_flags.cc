@@ -6,7 +6,7 @@
 namespace dflash::app {
 
 void ModelFlags::Declare(Args& a) {
-  a.Option("-m,--model", &model, "DIR", "target model directory (HF config.json + safetensors)");
+  a.Option("-m,--model", &model, "DIR", "target model: HF directory (config.json + safetensors) or a Qwen3 .gguf file");
   a.Option("-d,--draft", &draft, "DIR", "DFlash draft directory (z-lab layout); enables --mode dflash");
   a.Option("--mode", &mode, "ar|dflash", "plain autoregressive or DFlash speculative decoding (default: dflash when a draft is given)");
   a.Option("-n,--n-predict", &n_predict, "N", "maximum new tokens");

@@ -18,7 +18,7 @@
 namespace dflash {
 
 struct EngineOptions {
-  std::string target_dir;
+  std::string target_dir;     // HF directory, or a llama.cpp .gguf file
   std::string draft_dir;      // empty: no draft
   int context = 4096;         // KV positions per sequence
   int threads = 0;            // 0: one per hardware thread
