@@ -2,9 +2,10 @@
 // M=1 (decode: bound by streaming the weights, so GB/s of weights is the figure of merit),
 // M=4 and M=16 (DFlash verify blocks: t(16)/t(1) is the verify cost). BF16dot: BF16 weights
 // with bf16-rounded activations (native bf16 dot products where the CPU has them).
-//   build/bin/dflash_microbench --benchmark_filter=MatMul/Q4_0 --benchmark_min_time=0.5
+//   DFLASH_THREADS=1 build/bin/dflash_microbench --benchmark_filter=MatMul/Q4_0 --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -23,8 +24,9 @@ struct Shape {
 constexpr Shape kShapes[] = {{1024, 1024}, {3072, 1024}, {1024, 3072}, {151936, 1024}};
 constexpr DType kDtypes[] = {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K};
 
+// DFLASH_THREADS=N fixes the pool size (default: one thread per hardware thread).
 ThreadPool& Pool() {
-  static ThreadPool pool(0);
+  static ThreadPool pool(std::getenv("DFLASH_THREADS") ? std::atoi(std::getenv("DFLASH_THREADS")) : 0);
   return pool;
 }
 

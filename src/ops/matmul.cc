@@ -95,7 +95,9 @@ HWY_INLINE void DotBlock(int R, int C, const float* x, int64_t x_stride,
   }
 }
 
-#if HWY_TARGET == HWY_AVX3_DL
+// (GCC only: the per-function target pragma below is GCC's.)
+#if HWY_TARGET == HWY_AVX3_DL && HWY_COMPILER_GCC_ACTUAL
+#define DFLASH_BF16_DOT 1
 // bf16 x bf16 dot products (vdpbf16ps: two products per f32 lane, added to the lane with
 // round-to-nearest-even, denormals flushed), for BF16 weights whose WeightRef allows rounding
 // x to bf16. AVX3_DL does not imply AVX512_BF16 (Ice Lake lacks it), so callers check the CPU.
@@ -189,7 +191,7 @@ void MatMulBf16Dot(const float* x, int64_t M, const WeightRef& w, const float* b
     }
   });
 }
-#endif  // HWY_TARGET == HWY_AVX3_DL
+#endif  // DFLASH_BF16_DOT
 
 template <class Weights>
 void MatMulTyped(const float* x, int64_t M, const WeightRef& w, const float* bias, float* y,
@@ -228,7 +230,7 @@ void MatMulImpl(const float* x, int64_t M, const WeightRef& w, const float* bias
   switch (w.dtype) {
     case DType::kF32: return MatMulTyped<F32Weights>(x, M, w, bias, y, pool);
     case DType::kBF16:
-#if HWY_TARGET == HWY_AVX3_DL
+#ifdef DFLASH_BF16_DOT
       if (w.bf16_activations && CpuHasAvx512Bf16()) return MatMulBf16Dot(x, M, w, bias, y, pool);
 #endif
       return MatMulTyped<BF16Weights>(x, M, w, bias, y, pool);
@@ -236,6 +238,7 @@ void MatMulImpl(const float* x, int64_t M, const WeightRef& w, const float* bias
     default: Fail("MatMul: weights of dtype ", DTypeName(w.dtype), " are not supported yet");
   }
 }
+#undef DFLASH_BF16_DOT  // this file is compiled again for the next target
 
 }  // namespace dflash::ops::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
