@@ -196,7 +196,9 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
     j["config"] = Json{{"model", mf.model}, {"draft", with_draft ? mf.draft : ""}, {"n_predict", gen.max_new_tokens},
                        {"block_size", gen.block_size}, {"greedy", gen.sampling.greedy()},
                        {"temperature", gen.sampling.temperature}, {"warmup", warmup}, {"repeats", repeats},
-                       {"no_eos", gen.ignore_stop}, {"spec_policy", SpecPolicyName(gen.policy)}};
+                       {"no_eos", gen.ignore_stop}, {"spec_policy", SpecPolicyName(gen.policy)},
+                       {"target_quant", mf.target_quant}, {"draft_quant", mf.draft_quant},
+                       {"bf16_dot", mf.bf16_dot}};
     j["prompts"] = jprompts;
     j["mean"] = Json{{"plain_decode_tok_s", plain_tok_s}, {"dflash_decode_tok_s", dflash_tok_s},
                      {"speedup", mean_speedup}, {"tau", total_spec.Tau()},

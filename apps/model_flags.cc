@@ -1,11 +1,12 @@
 #include "model_flags.h"
 
 #include "core/error.h"
+#include "io/quantize_store.h"
 
 namespace dflash::app {
 
 void ModelFlags::Declare(Args& a) {
-  a.Option("-m,--model", &model, "DIR", "target model directory (HF config.json + safetensors)");
+  a.Option("-m,--model", &model, "DIR", "target model: HF directory (config.json + safetensors) or a Qwen3 .gguf file");
   a.Option("-d,--draft", &draft, "DIR", "DFlash draft directory (z-lab layout); enables --mode dflash");
   a.Option("--mode", &mode, "ar|dflash", "plain autoregressive or DFlash speculative decoding (default: dflash when a draft is given)");
   a.Option("-n,--n-predict", &n_predict, "N", "maximum new tokens");
@@ -22,6 +23,9 @@ void ModelFlags::Declare(Args& a) {
   a.Option("--prefill-chunk", &prefill_chunk, "N", "prompt rows per target forward pass");
   a.Option("--draft-window", &draft_window, "N", "bound the draft's context to a sink plus N recent tokens (0 = unbounded)");
   a.Option("--draft-sink", &draft_sink, "N", "draft context sink size when --draft-window is set");
+  a.Option("--target-quant", &target_quant, "none|q8_0|q4_0", "quantise the target's matrices at load time (also the embedding and LM head the draft shares)");
+  a.Flag("--bf16-dot", &bf16_dot, "BF16 weights: round activations to bf16 and use native bf16 dot products (AVX512_BF16; faster, not bit-equal to the exact f32 path)");
+  a.Option("--draft-quant", &draft_quant, "none|q8_0|q4_0", "quantise the draft's own matrices at load time");
 }
 
 EngineOptions ModelFlags::Engine() const {
@@ -38,6 +42,9 @@ EngineOptions ModelFlags::Engine() const {
   e.prefill_chunk = prefill_chunk;
   e.draft_window = draft_window;
   e.draft_sink = draft_sink;
+  e.target_quant = ParseWeightQuant(target_quant, "--target-quant");
+  e.draft_quant = ParseWeightQuant(draft_quant, "--draft-quant");
+  e.bf16_activations = bf16_dot;
   return e;
 }
 

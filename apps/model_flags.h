@@ -17,6 +17,8 @@ struct ModelFlags {
   int draft_window = 0;
   int draft_sink = 64;
   int block_size = 0;  // 0: the draft's block_size
+  std::string target_quant = "none", draft_quant = "none";
+  bool bf16_dot = false;
   std::string mode;    // "" (dflash when a draft is given), "ar", "dflash"
   std::string spec_policy = "adaptive";
   int n_predict = 128;

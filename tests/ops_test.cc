@@ -86,6 +86,47 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, MatMulTest,
                          ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
                          [](const auto& info) { return std::string(DTypeName(info.param)); });
 
+// BF16 weights that allow bf16 activations: x is rounded to bf16 (|x - bf16(x)| <= 2^-9 |x|)
+// and products summed in f32, so |y - x·W| <= sum|x W| (2^-9 + 4 K eps). On a CPU with
+// AVX512_BF16 the native path must actually run (differ from the exact one somewhere).
+TEST(MatMul, Bf16ActivationsWithinRoundingBoundAndBatchInvariant) {
+  ThreadPool pool(2);
+  bool any_difference = false;
+  for (int64_t K : {16, 70, 1024}) {  // 70: a masked tail
+    const int64_t N = 37, M = 21;
+    TestWeights w = MakeWeights(DType::kBF16, N, K, static_cast<uint32_t>(K));
+    WeightRef fast = w.ref;
+    fast.bf16_activations = true;
+    const std::vector<float> x = RandomVector(M * K, 17);
+    const std::vector<float> bias = RandomVector(N, 18);
+    std::vector<float> y_all(M * N), y_exact(M * N);
+    ops::MatMul(x.data(), M, fast, bias.data(), y_all.data(), pool);
+    ops::MatMul(x.data(), M, w.ref, bias.data(), y_exact.data(), pool);
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t n = 0; n < N; ++n) {
+        double ref = bias[n], mag = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          ref += double(x[m * K + k]) * w.values[n * K + k];
+          mag += std::fabs(double(x[m * K + k]) * w.values[n * K + k]);
+        }
+        ASSERT_NEAR(y_all[m * N + n], ref, mag * (std::ldexp(1.0, -9) + 4 * K * 1.2e-7) + 1e-6)
+            << "K=" << K << " m=" << m << " n=" << n;
+        any_difference |= y_all[m * N + n] != y_exact[m * N + n];
+      }
+    }
+    for (int64_t rows : {1, 3, 4, 16}) {
+      std::vector<float> y(rows * N);
+      for (int64_t m0 = 0; m0 + rows <= M; m0 += rows) {
+        ops::MatMul(x.data() + m0 * K, rows, fast, bias.data(), y.data(), pool);
+        for (int64_t i = 0; i < rows * N; ++i) ASSERT_EQ(y[i], y_all[m0 * N + i]) << "rows=" << rows << " K=" << K;
+      }
+    }
+  }
+  if (__builtin_cpu_supports("avx512bf16") && std::string(ops::SimdTargetName()) == "AVX3_DL") {
+    EXPECT_TRUE(any_difference) << "the AVX512_BF16 path did not run";
+  }
+}
+
 TEST(MatMul, ThreadCountDoesNotChangeBits) {
   const TestWeights w = MakeWeights(DType::kBF16, 300, 256, 3);
   const std::vector<float> x = RandomVector(5 * 256, 4);

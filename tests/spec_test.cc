@@ -7,6 +7,7 @@
 
 #include "core/thread_pool.h"
 #include "draft/dflash_draft.h"
+#include "io/quantize_store.h"
 #include "model/qwen3.h"
 #include "spec/generate.h"
 #include "testing/random_model.h"
@@ -189,6 +190,40 @@ TEST(Spec, RealDraftWithWindowsAndSlidingLayersStaysLossless) {
       g.block_size = 16;
       const GenerateResult r = Generate(target, &draft, prompt, g);
       EXPECT_EQ(r.tokens, ref.tokens) << "window " << window << " chunk " << chunk;
+      EXPECT_GT(r.stats.cycles, 0);
+    }
+  }
+}
+
+// Quantised weights (load-time Q8_0 / Q4_0, target and draft) keep DFlash lossless: the
+// quantised MatMul is batch-invariant like the float one.
+TEST(Spec, GreedyDFlashEqualsPlainOnQuantisedWeights) {
+  ThreadPool pool(2);
+  for (DType q : {DType::kQ8_0, DType::kQ4_0}) {
+    auto rt = MakeRandomTarget(97, 32, 4, 2);
+    auto rd = MakeRandomDraft(rt->config, 2, {0, 2, 3}, {6, 0}, 3);
+    // Target: 2 + 7 per layer matrices; draft: fc + 7 per layer.
+    EXPECT_EQ(QuantizeMatrices(rt->weights.store, q, pool), 2 + 7 * 4);
+    EXPECT_EQ(QuantizeMatrices(rd->weights.store, q, pool), 1 + 7 * 2);
+    EXPECT_EQ(rt->weights.store.Find("lm_head.weight")->dtype, q);
+    TargetOptions o = Options(0);
+    o.capture_layers = {0, 2, 3};
+    Qwen3Model target(rt->config, rt->weights.store, o, pool);
+    DraftOptions dopt;
+    dopt.context_capacity = 512;
+    dopt.max_append = o.max_rows;
+    DFlashDraft draft(rd->config, rd->weights.store, target, dopt, pool);
+    const std::vector<int32_t> prompt(70, 5);
+    GenerateOptions g;
+    g.max_new_tokens = 80;
+    g.block_size = 1;
+    const GenerateResult ref = Generate(target, nullptr, prompt, g);
+    for (int B : {4, 16}) {
+      target.Truncate(0);
+      draft.TruncateContext(0);
+      g.block_size = B;
+      const GenerateResult r = Generate(target, &draft, prompt, g);
+      EXPECT_EQ(r.tokens, ref.tokens) << DTypeName(q) << " block " << B;
       EXPECT_GT(r.stats.cycles, 0);
     }
   }

@@ -17,6 +17,7 @@ struct Tensor {
   const uint8_t* data = nullptr;
   size_t nbytes = 0;
   std::string file;  // where it came from, for error messages
+  bool bf16_activations = false;  // see WeightRef
 
   int64_t numel() const {
     int64_t n = 1;
@@ -34,6 +35,9 @@ struct WeightRef {
   int64_t rows = 0;
   int64_t cols = 0;
   size_t row_bytes = 0;
+  // BF16 weights only: MatMul may round x to bf16 and use native bf16 dot products
+  // (AVX512_BF16), trading exact f32 products for about 2x the arithmetic rate.
+  bool bf16_activations = false;
   const uint8_t* Row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
 };
 

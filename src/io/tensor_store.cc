@@ -19,6 +19,22 @@ void TensorStore::Add(Tensor t) {
   }
 }
 
+void TensorStore::ReplaceData(const std::string& name, DType dtype, std::vector<uint8_t> bytes) {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) Fail(origin_, ": tensor '", name, "' is missing");
+  Tensor& t = it->second;
+  const int64_t cols = t.shape.empty() ? 1 : t.shape.back();
+  const size_t expect = static_cast<size_t>(t.numel() / cols) * RowBytes(dtype, cols);
+  if (cols % BlockElems(dtype) != 0 || bytes.size() != expect) {
+    Fail(origin_, ": tensor '", name, "': ", bytes.size(), " bytes of ", DTypeName(dtype),
+         " do not fit shape ", t.ShapeString());
+  }
+  owned_.push_back(std::make_unique<std::vector<uint8_t>>(std::move(bytes)));
+  t.dtype = dtype;
+  t.data = owned_.back()->data();
+  t.nbytes = owned_.back()->size();
+}
+
 const Tensor* TensorStore::Find(const std::string& name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : &it->second;
@@ -59,7 +75,18 @@ WeightRef AsWeight(const Tensor& t) {
          DTypeName(t.dtype), " block size");
   }
   w.row_bytes = RowBytes(t.dtype, w.cols);
+  w.bf16_activations = t.bf16_activations;
   return w;
+}
+
+int TensorStore::AllowBf16Activations() {
+  int marked = 0;
+  for (auto& [name, t] : tensors_) {
+    if (t.dtype != DType::kBF16 || t.shape.size() != 2) continue;
+    t.bf16_activations = true;
+    ++marked;
+  }
+  return marked;
 }
 
 std::vector<float> ToF32Vector(const Tensor& t) {

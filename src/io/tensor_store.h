@@ -19,6 +19,13 @@ class TensorStore {
   // Takes ownership of a mapped file whose tensors are added with Add().
   const MappedFile& Keep(std::unique_ptr<MappedFile> file);
   void Add(Tensor t);  // throws on duplicate names
+  // Gives tensor `name` new contents of another dtype (same shape), owned by the store: the
+  // load-time quantiser's output. Pointers to the old data must not be kept.
+  void ReplaceData(const std::string& name, DType dtype, std::vector<uint8_t> bytes);
+
+  // Lets MatMul round activations to bf16 against every 2-D BF16 tensor (WeightRef::
+  // bf16_activations); returns how many it marked. Bind models afterwards.
+  int AllowBf16Activations();
 
   const Tensor* Find(const std::string& name) const;
   // Throws Error naming the model and the tensor when it is missing, or when its shape is
@@ -30,6 +37,7 @@ class TensorStore {
  private:
   std::string origin_;
   std::vector<std::unique_ptr<MappedFile>> files_;
+  std::vector<std::unique_ptr<std::vector<uint8_t>>> owned_;  // ReplaceData's buffers
   std::unordered_map<std::string, Tensor> tensors_;
 };
 

@@ -117,7 +117,10 @@ std::vector<int> DefaultTargetLayerIds(int num_target_layers, int num_draft_laye
 
 TargetConfig LoadTargetConfig(const std::string& dir) {
   const std::string path = dir + "/config.json";
-  const Json j = ReadJsonFile(path);
+  return TargetConfigFromJson(ReadJsonFile(path), path);
+}
+
+TargetConfig TargetConfigFromJson(const Json& j, const std::string& path) {
   const JsonObject cfg(j, path);
   TargetConfig t;
   t.architecture = Architecture(cfg);

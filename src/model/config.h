@@ -62,6 +62,9 @@ struct DraftConfig {
 
 // Read `dir/config.json`; throw Error naming the file and field on anything unexpected.
 TargetConfig LoadTargetConfig(const std::string& dir);
+// The same from a config.json already parsed (GGUF metadata is translated to one); `path`
+// names it in errors.
+TargetConfig TargetConfigFromJson(const Json& config, const std::string& path);
 DraftConfig LoadDraftConfig(const std::string& dir);
 
 // z-lab's default capture layers for a draft of `num_draft_layers` over `num_target_layers`.

@@ -16,6 +16,9 @@ namespace dflash::ops {
 
 // y[m, n] = sum_k x[m, k] * W[n, k]  (+ bias[n] if bias), for m < M, n < W.rows.
 // x: M x W.cols row-major f32; y: M x W.rows row-major f32. W in any supported dtype.
+// Block-quantised W (Q8_0, Q4_0, Q4_K, Q6_K): each x row is first quantised to int8 blocks of
+// 32 with an f32 scale (a function of that row alone, so still batch-invariant) and the block
+// dot products are exact integers; see ops/matmul_quant.cc for the error this adds.
 void MatMul(const float* x, int64_t M, const WeightRef& w, const float* bias, float* y,
             ThreadPool& pool);
 
@@ -29,7 +32,12 @@ void SiluMul(const float* gate, const float* up, int64_t n, float* out);
 void AddInPlace(float* y, const float* x, int64_t n);
 
 // Writes row `row` of W as f32 (embedding lookup, and the dequantisation reference).
+// Block formats (Q8_0, Q4_0, Q4_K, Q6_K) decode bit-exactly as the gguf package does.
 void DequantizeRow(const WeightRef& w, int64_t row, float* out);
+
+// Quantises `cols` f32 values (a multiple of 32) to Q8_0 or Q4_0 blocks at `out`
+// (RowBytes(to, cols) bytes), bit-exactly as the gguf package's quantize().
+void QuantizeRow(const float* x, int64_t cols, DType to, uint8_t* out);
 
 struct AttentionShape {
   int n_heads = 0;     // query heads

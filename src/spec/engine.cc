@@ -2,7 +2,9 @@
 
 #include <filesystem>
 
+#include "io/gguf.h"
 #include "io/json_file.h"
+#include "io/quantize_store.h"
 #include "io/safetensors.h"
 
 namespace dflash {
@@ -45,8 +47,17 @@ GenerationDefaults LoadGenerationDefaults(const std::string& model_dir) {
 }
 
 Engine::Engine(const EngineOptions& options) : options_(options), pool_(options.threads) {
-  target_config_ = LoadTargetConfig(options.target_dir);
-  defaults_ = LoadGenerationDefaults(options.target_dir);
+  if (IsGgufPath(options.target_dir)) {
+    GgufModel gguf = LoadGguf(options.target_dir);
+    target_config_ = TargetConfigFromGguf(gguf, options.target_dir);
+    const Json& eos = gguf.metadata.value("tokenizer.ggml.eos_token_id", Json());
+    if (eos.is_number_integer()) defaults_.eos_tokens = {eos.get<int32_t>()};
+    target_store_.emplace(std::move(gguf.store));
+  } else {
+    target_config_ = LoadTargetConfig(options.target_dir);
+    defaults_ = LoadGenerationDefaults(options.target_dir);
+    target_store_.emplace(LoadSafetensorsDir(options.target_dir));
+  }
   if (options.context < 2) Fail("context must be at least 2 tokens, got ", options.context);
   TargetOptions topt;
   topt.kv_capacity = options.context;
@@ -57,10 +68,13 @@ Engine::Engine(const EngineOptions& options) : options_(options), pool_(options.
     topt.max_rows = std::max(topt.max_rows, draft_config_.block_size);
     topt.capture_layers = draft_config_.target_layer_ids;
   }
-  target_store_.emplace(LoadSafetensorsDir(options.target_dir));
+  if (options.target_quant) QuantizeMatrices(*target_store_, *options.target_quant, pool_);
+  if (options.bf16_activations) target_store_->AllowBf16Activations();
   target_ = std::make_unique<Qwen3Model>(target_config_, *target_store_, topt, pool_);
   if (!options.draft_dir.empty()) {
     draft_store_.emplace(LoadSafetensorsDir(options.draft_dir));
+    if (options.draft_quant) QuantizeMatrices(*draft_store_, *options.draft_quant, pool_);
+    if (options.bf16_activations) draft_store_->AllowBf16Activations();
     DraftOptions dopt;
     dopt.max_block = std::max(draft_config_.block_size, 16);
     dopt.context_capacity = options.context;

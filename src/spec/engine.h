@@ -18,13 +18,21 @@
 namespace dflash {
 
 struct EngineOptions {
-  std::string target_dir;
+  std::string target_dir;     // HF directory, or a llama.cpp .gguf file
   std::string draft_dir;      // empty: no draft
   int context = 4096;         // KV positions per sequence
   int threads = 0;            // 0: one per hardware thread
   int prefill_chunk = 64;     // rows per prefill Forward
   int draft_window = 0;       // bounded draft context (0: unbounded)
   int draft_sink = 64;
+  // Load-time weight quantisation of each model's matrices (nullopt: as stored). The draft
+  // borrows the target's embedding and LM head, so those follow target_quant.
+  std::optional<DType> target_quant;
+  std::optional<DType> draft_quant;
+  // BF16 matrices may round activations to bf16 for native bf16 dot products (AVX512_BF16
+  // CPUs only; elsewhere the exact path runs). Results stay batch-invariant, not bit-equal to
+  // the exact path.
+  bool bf16_activations = false;
 };
 
 // Defaults a checkpoint ships in generation_config.json (and config.json's eos_token_id).

@@ -1,0 +1,231 @@
+#include "io/gguf.h"
+
+#include <cstring>
+#include <regex>
+
+#include "core/error.h"
+#include "ops/quant_blocks.h"
+
+namespace dflash {
+
+namespace {
+
+// Bounds-checked little-endian reader over the mapped file.
+class Reader {
+ public:
+  Reader(const uint8_t* data, size_t size, const std::string& path) : data_(data), size_(size), path_(path) {}
+
+  template <typename T>
+  T Read(const char* what) {
+    Need(sizeof(T), what);
+    T v;
+    std::memcpy(&v, data_ + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  std::string String(const char* what) {
+    const uint64_t n = Read<uint64_t>(what);
+    Need(n, what);
+    std::string s(reinterpret_cast<const char*>(data_ + pos_), n);
+    pos_ += n;
+    return s;
+  }
+  // A count of items at least `min_item_bytes` each: must fit in the rest of the file.
+  uint64_t Count(const char* what, size_t min_item_bytes) {
+    const uint64_t n = Read<uint64_t>(what);
+    if (n > (size_ - pos_) / std::max<size_t>(min_item_bytes, 1)) {
+      Fail(path_, ": ", what, " ", n, " does not fit in the file (truncated or corrupt)");
+    }
+    return n;
+  }
+  size_t pos() const { return pos_; }
+
+ private:
+  void Need(uint64_t n, const char* what) const {
+    if (n > size_ - pos_) Fail(path_, ": truncated while reading ", what, " at byte ", pos_);
+  }
+  const uint8_t* data_;
+  size_t size_, pos_ = 0;
+  const std::string& path_;
+};
+
+enum ValueType : uint32_t {
+  kU8 = 0, kI8, kU16, kI16, kU32, kI32, kF32, kBool, kString, kArray, kU64, kI64, kF64
+};
+
+Json ReadValue(Reader& r, uint32_t type, const std::string& key, const std::string& path, int depth) {
+  switch (type) {
+    case kU8: return r.Read<uint8_t>("u8 value");
+    case kI8: return r.Read<int8_t>("i8 value");
+    case kU16: return r.Read<uint16_t>("u16 value");
+    case kI16: return r.Read<int16_t>("i16 value");
+    case kU32: return r.Read<uint32_t>("u32 value");
+    case kI32: return r.Read<int32_t>("i32 value");
+    case kF32: return r.Read<float>("f32 value");
+    case kBool: return r.Read<uint8_t>("bool value") != 0;
+    case kString: return r.String("string value");
+    case kU64: return r.Read<uint64_t>("u64 value");
+    case kI64: return r.Read<int64_t>("i64 value");
+    case kF64: return r.Read<double>("f64 value");
+    case kArray: {
+      if (depth > 0) Fail(path, ": metadata '", key, "': nested arrays are not supported");
+      const uint32_t item = r.Read<uint32_t>("array item type");
+      const uint64_t n = r.Count("array length", item == kString ? 8 : 1);
+      Json a = Json::array();
+      for (uint64_t i = 0; i < n; ++i) a.push_back(ReadValue(r, item, key, path, depth + 1));
+      return a;
+    }
+    default: Fail(path, ": metadata '", key, "' has unknown value type ", type);
+  }
+}
+
+// ggml_type ids of the formats we can compute with.
+DType GgmlType(uint32_t t, const std::string& where) {
+  switch (t) {
+    case 0: return DType::kF32;
+    case 1: return DType::kF16;
+    case 2: return DType::kQ4_0;
+    case 8: return DType::kQ8_0;
+    case 12: return DType::kQ4_K;
+    case 14: return DType::kQ6_K;
+    case 30: return DType::kBF16;
+    default:
+      Fail(where, ": ggml type ", t, " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+  }
+}
+
+}  // namespace
+
+std::string HfTensorName(const std::string& g) {
+  if (g == "token_embd.weight") return "model.embed_tokens.weight";
+  if (g == "output_norm.weight") return "model.norm.weight";
+  if (g == "output.weight") return "lm_head.weight";
+  static const std::regex block(R"(blk\.(\d+)\.([a-z_]+)\.(weight|bias))");
+  std::smatch m;
+  if (!std::regex_match(g, m, block)) return "";
+  static const std::pair<const char*, const char*> kParts[] = {
+      {"attn_norm", "input_layernorm"},      {"attn_q", "self_attn.q_proj"},
+      {"attn_k", "self_attn.k_proj"},        {"attn_v", "self_attn.v_proj"},
+      {"attn_output", "self_attn.o_proj"},   {"attn_q_norm", "self_attn.q_norm"},
+      {"attn_k_norm", "self_attn.k_norm"},   {"ffn_norm", "post_attention_layernorm"},
+      {"ffn_gate", "mlp.gate_proj"},         {"ffn_up", "mlp.up_proj"},
+      {"ffn_down", "mlp.down_proj"}};
+  for (const auto& [from, to] : kParts) {
+    if (m[2] == from) return "model.layers." + m[1].str() + "." + to + "." + m[3].str();
+  }
+  return "";
+}
+
+GgufModel LoadGguf(const std::string& path) {
+  GgufModel model;
+  model.store = TensorStore(path);
+  const MappedFile& file = model.store.Keep(std::make_unique<MappedFile>(path));
+  Reader r(file.data(), file.size(), path);
+  const uint32_t magic = r.Read<uint32_t>("magic");
+  if (magic != 0x46554747u) Fail(path, ": not a GGUF file (bad magic)");
+  const uint32_t version = r.Read<uint32_t>("version");
+  if (version != 2 && version != 3) Fail(path, ": GGUF version ", version, " is not supported (2 or 3)");
+  const uint64_t n_tensors = r.Count("tensor count", 24);
+  const uint64_t n_kv = r.Count("metadata count", 12);
+
+  model.metadata = Json::object();
+  for (uint64_t i = 0; i < n_kv; ++i) {
+    const std::string key = r.String("metadata key");
+    const uint32_t type = r.Read<uint32_t>("metadata value type");
+    model.metadata[key] = ReadValue(r, type, key, path, 0);
+  }
+  uint64_t alignment = 32;
+  if (model.metadata.contains("general.alignment")) {
+    const Json& a = model.metadata["general.alignment"];
+    if (!a.is_number_unsigned() || a.get<uint64_t>() == 0 || (a.get<uint64_t>() & (a.get<uint64_t>() - 1)) != 0) {
+      Fail(path, ": general.alignment must be a power of two");
+    }
+    alignment = a.get<uint64_t>();
+  }
+
+  struct Info {
+    std::string name;
+    std::vector<int64_t> shape;  // outermost first
+    DType dtype;
+    uint64_t offset;
+  };
+  std::vector<Info> infos;
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    Info t;
+    t.name = r.String("tensor name");
+    const std::string where = path + ": tensor '" + t.name + "'";
+    const uint32_t n_dims = r.Read<uint32_t>("tensor dimension count");
+    if (n_dims < 1 || n_dims > 4) Fail(where, ": ", n_dims, " dimensions (1 to 4 supported)");
+    std::vector<uint64_t> ne(n_dims);
+    for (uint64_t& d : ne) d = r.Read<uint64_t>("tensor dimension");
+    t.dtype = GgmlType(r.Read<uint32_t>("tensor type"), where);
+    t.offset = r.Read<uint64_t>("tensor offset");
+    if (t.offset % alignment != 0) Fail(where, ": offset ", t.offset, " is not aligned to ", alignment);
+    uint64_t numel = 1;
+    for (uint64_t d : ne) {
+      if (d == 0 || d > (uint64_t{1} << 40) || numel > (uint64_t{1} << 40) / d) Fail(where, ": bad dimensions");
+      numel *= d;
+    }
+    for (uint32_t k = n_dims; k-- > 0;) t.shape.push_back(static_cast<int64_t>(ne[k]));
+    if (ne[0] % BlockElems(t.dtype) != 0) {
+      Fail(where, ": row length ", ne[0], " is not a multiple of the ", DTypeName(t.dtype), " block size");
+    }
+    infos.push_back(std::move(t));
+  }
+  const uint64_t data_start = (r.pos() + alignment - 1) / alignment * alignment;
+  if (data_start > file.size()) Fail(path, ": truncated before the tensor data");
+  const uint64_t data_size = file.size() - data_start;
+
+  for (Info& info : infos) {
+    const std::string where = path + ": tensor '" + info.name + "'";
+    Tensor t;
+    t.name = HfTensorName(info.name);
+    if (t.name.empty()) continue;  // tensors a Qwen3 model does not use (e.g. rope_freqs)
+    t.dtype = info.dtype;
+    t.shape = info.shape;
+    t.file = path;
+    const int64_t cols = info.shape.back();
+    t.nbytes = static_cast<size_t>(t.numel() / cols) * RowBytes(info.dtype, cols);
+    if (info.offset > data_size || t.nbytes > data_size - info.offset) {
+      Fail(where, ": data [", info.offset, ", +", t.nbytes, ") runs past the end of the file (truncated?)");
+    }
+    t.data = file.data() + data_start + info.offset;
+    model.store.Add(std::move(t));
+  }
+  return model;
+}
+
+TargetConfig TargetConfigFromGguf(const GgufModel& model, const std::string& path) {
+  const JsonObject meta(model.metadata, path);
+  const std::string arch = meta.Get<std::string>("general.architecture");
+  if (arch != "qwen3") Fail(path, ": architecture '", arch, "' is not supported as a target (supported: qwen3)");
+  const std::string p = arch + ".";
+  const Tensor* embed = model.store.Find("model.embed_tokens.weight");
+  if (!embed || embed->shape.size() != 2) Fail(path, ": tensor 'token_embd.weight' is missing or not 2-D");
+  // The same hyper-parameters in config.json's terms, so one parser validates both.
+  Json cfg{{"architectures", {"Qwen3ForCausalLM"}},
+           {"vocab_size", embed->shape[0]},
+           {"hidden_size", meta.Get<int>(p + "embedding_length")},
+           {"intermediate_size", meta.Get<int>(p + "feed_forward_length")},
+           {"num_hidden_layers", meta.Get<int>(p + "block_count")},
+           {"num_attention_heads", meta.Get<int>(p + "attention.head_count")},
+           {"max_position_embeddings", meta.Get<int>(p + "context_length", 32768)},
+           {"rms_norm_eps", meta.Get<double>(p + "attention.layer_norm_rms_epsilon", 1e-6)},
+           {"rope_theta", meta.Get<double>(p + "rope.freq_base", 10000.0)},
+           {"tie_word_embeddings", model.store.Find("lm_head.weight") == nullptr},
+           {"attention_bias", model.store.Find("model.layers.0.self_attn.q_proj.bias") != nullptr}};
+  if (meta.Has(p + "attention.head_count_kv")) cfg["num_key_value_heads"] = meta.Get<int>(p + "attention.head_count_kv");
+  if (meta.Has(p + "attention.key_length")) cfg["head_dim"] = meta.Get<int>(p + "attention.key_length");
+  const std::string scaling = meta.Get<std::string>(p + "rope.scaling.type", "none");
+  if (scaling != "none") {
+    Json rs{{"rope_type", scaling}};
+    if (meta.Has(p + "rope.scaling.factor")) rs["factor"] = meta.Get<double>(p + "rope.scaling.factor");
+    if (meta.Has(p + "rope.scaling.original_context_length")) {
+      rs["original_max_position_embeddings"] = meta.Get<int>(p + "rope.scaling.original_context_length");
+    }
+    cfg["rope_scaling"] = rs;
+  }
+  return TargetConfigFromJson(cfg, path + " (GGUF metadata)");
+}
+
+}  // namespace dflash

@@ -1,0 +1,39 @@
+// GGUF (llama.cpp's model file, versions 2 and 3): a header, metadata key/values, tensor infos,
+// then the tensor data, each tensor at an offset aligned to general.alignment (default 32).
+// All integers little-endian; strings are a u64 length and bytes.
+//
+// Tensors are used in place (mmap) under Hugging Face names (token_embd.weight ->
+// model.embed_tokens.weight, blk.N.attn_q.weight -> model.layers.N.self_attn.q_proj.weight,
+// ...), so the Qwen3 model binds them as it binds safetensors. GGUF lists dimensions
+// innermost first; the store keeps ours, outermost first.
+#pragma once
+
+#include <string>
+
+#include "io/json_file.h"
+#include "io/tensor_store.h"
+#include "model/config.h"
+
+namespace dflash {
+
+struct GgufModel {
+  Json metadata;  // every key; arrays as JSON arrays, integers and floats as JSON numbers
+  TensorStore store{""};
+};
+
+// Reads and validates `path` (sizes, counts, offsets, alignment, types) and maps tensor names.
+// Throws Error naming the file and the key or tensor at fault.
+GgufModel LoadGguf(const std::string& path);
+
+// The Hugging Face name of a llama.cpp tensor name; "" when it has none (e.g. rope_freqs).
+std::string HfTensorName(const std::string& gguf_name);
+
+// A Qwen3 target's hyper-parameters from qwen3.* metadata; the vocabulary size, tied
+// embeddings and attention biases are read off the tensors.
+TargetConfig TargetConfigFromGguf(const GgufModel& model, const std::string& path);
+
+inline bool IsGgufPath(const std::string& path) {
+  return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0;
+}
+
+}  // namespace dflash

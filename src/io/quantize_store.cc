@@ -1,0 +1,54 @@
+#include "io/quantize_store.h"
+
+#include "core/error.h"
+#include "ops/ops.h"
+
+namespace dflash {
+
+std::optional<DType> ParseWeightQuant(const std::string& value, const std::string& flag) {
+  if (value == "none") return std::nullopt;
+  if (value == "q8_0") return DType::kQ8_0;
+  if (value == "q4_0") return DType::kQ4_0;
+  Fail(flag, " must be none, q8_0 or q4_0, got '", value, "'");
+}
+
+WeightRef QuantizeWeight(const WeightRef& w, DType to, std::vector<uint8_t>& bytes, ThreadPool& pool) {
+  if (w.dtype != DType::kF32 && w.dtype != DType::kBF16 && w.dtype != DType::kF16) {
+    Fail("QuantizeWeight: cannot quantise ", DTypeName(w.dtype), " weights (need F32, BF16 or F16)");
+  }
+  if (w.cols % BlockElems(to) != 0) {
+    Fail("QuantizeWeight: row length ", w.cols, " is not a multiple of the ", DTypeName(to), " block size");
+  }
+  const size_t row_bytes = RowBytes(to, w.cols);
+  bytes.resize(static_cast<size_t>(w.rows) * row_bytes);
+  const int64_t rows_per_task = 64;
+  pool.ParallelFor((w.rows + rows_per_task - 1) / rows_per_task, [&](int64_t task) {
+    std::vector<float> row(static_cast<size_t>(w.cols));
+    const int64_t end = std::min(w.rows, (task + 1) * rows_per_task);
+    for (int64_t r = task * rows_per_task; r < end; ++r) {
+      ops::DequantizeRow(w, r, row.data());
+      ops::QuantizeRow(row.data(), w.cols, to, bytes.data() + r * row_bytes);
+    }
+  });
+  return WeightRef{bytes.data(), to, w.rows, w.cols, row_bytes};
+}
+
+int QuantizeMatrices(TensorStore& store, DType to, ThreadPool& pool) {
+  int converted = 0;
+  for (const std::string& name : store.Names()) {
+    const Tensor& t = *store.Find(name);
+    const bool is_float = t.dtype == DType::kF32 || t.dtype == DType::kBF16 || t.dtype == DType::kF16;
+    if (t.shape.size() != 2 || !is_float) continue;
+    if (t.shape[1] % BlockElems(to) != 0) {
+      Fail(t.file, ": tensor '", name, "' has rows of ", t.shape[1], " elements, not whole ",
+           DTypeName(to), " blocks of ", BlockElems(to));
+    }
+    std::vector<uint8_t> bytes;
+    QuantizeWeight(AsWeight(t), to, bytes, pool);
+    store.ReplaceData(name, to, std::move(bytes));
+    ++converted;
+  }
+  return converted;
+}
+
+}  // namespace dflash

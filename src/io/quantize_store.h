@@ -1,0 +1,27 @@
+// Load-time weight quantisation: every 2-D floating-point matrix of a model (projections,
+// embedding, LM head, the draft's fc) becomes Q8_0 or Q4_0, owned by its TensorStore; 1-D
+// tensors (norms, biases) stay as they are. Models bound afterwards see quantised WeightRefs.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "io/tensor_store.h"
+
+namespace dflash {
+
+// "none" -> nullopt, "q8_0" -> Q8_0, "q4_0" -> Q4_0; throws Error naming `flag` otherwise.
+std::optional<DType> ParseWeightQuant(const std::string& value, const std::string& flag);
+
+// Quantises an f32/bf16/f16 matrix (cols a multiple of 32) row by row into `bytes`; returns
+// the WeightRef over them.
+WeightRef QuantizeWeight(const WeightRef& w, DType to, std::vector<uint8_t>& bytes, ThreadPool& pool);
+
+// Quantises every 2-D f32/bf16/f16 tensor of `store` in place; returns how many it converted.
+// A matrix whose rows are not whole blocks is an error naming it.
+int QuantizeMatrices(TensorStore& store, DType to, ThreadPool& pool);
+
+}  // namespace dflash

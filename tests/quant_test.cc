@@ -1,0 +1,271 @@
+// GGUF block formats: dequantisation and quantisation bit-exact against the gguf package's
+// goldens (tools/make_quant_goldens.py), and quantised MatMul against an f64 reference with a
+// proven error bound, batch-invariant bit for bit, on every SIMD target this CPU runs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "hwy/targets.h"
+#include "io/json_file.h"
+#include "io/quantize_store.h"
+#include "ops/ops.h"
+
+namespace dflash {
+namespace {
+
+const std::string kGoldens = std::string(DFLASH_SOURCE_DIR) + "/tests/goldens/quant/";
+
+std::vector<uint8_t> ReadBytes(const std::string& name) {
+  std::ifstream f(kGoldens + name, std::ios::binary);
+  if (!f) throw Error("cannot open " + kGoldens + name);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+std::vector<float> ReadFloats(const std::string& name) {
+  const std::vector<uint8_t> b = ReadBytes(name);
+  std::vector<float> v(b.size() / 4);
+  std::memcpy(v.data(), b.data(), v.size() * 4);
+  return v;
+}
+
+struct GoldenCase {
+  const char* name;
+  DType dtype;
+};
+const GoldenCase kGoldenCases[] = {
+    {"q8_0", DType::kQ8_0}, {"q4_0", DType::kQ4_0}, {"q4_k", DType::kQ4_K}, {"q6_k", DType::kQ6_K}};
+
+TEST(QuantGoldens, DequantizeRowMatchesGgufBitForBit) {
+  const Json manifest = ReadJsonFile(kGoldens + "manifest.json");
+  const int64_t rows = manifest["rows"], cols = manifest["cols"];
+  for (const GoldenCase& c : kGoldenCases) {
+    const Json& e = manifest["types"][c.name];
+    const std::vector<uint8_t> blocks = ReadBytes(e["blocks"]);
+    const std::vector<float> want = ReadFloats(e["dequant"]);
+    ASSERT_EQ(blocks.size(), rows * RowBytes(c.dtype, cols)) << c.name;
+    const WeightRef w{blocks.data(), c.dtype, rows, cols, RowBytes(c.dtype, cols)};
+    std::vector<float> got(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      ops::DequantizeRow(w, r, got.data());
+      for (int64_t i = 0; i < cols; ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[r * cols + i]))
+            << c.name << " row " << r << " col " << i << ": " << got[i] << " vs " << want[r * cols + i];
+      }
+    }
+  }
+}
+
+TEST(QuantGoldens, QuantizeRowMatchesGgufBitForBit) {
+  const Json manifest = ReadJsonFile(kGoldens + "manifest.json");
+  const int64_t rows = manifest["rows"], cols = manifest["cols"];
+  for (const GoldenCase& c : {kGoldenCases[0], kGoldenCases[1]}) {
+    const Json& e = manifest["types"][c.name];
+    const std::vector<float> src = ReadFloats(e["source"]);
+    const std::vector<uint8_t> want = ReadBytes(e["blocks"]);
+    const size_t rb = RowBytes(c.dtype, cols);
+    std::vector<uint8_t> got(rb);
+    for (int64_t r = 0; r < rows; ++r) {
+      ops::QuantizeRow(src.data() + r * cols, cols, c.dtype, got.data());
+      for (size_t i = 0; i < rb; ++i) ASSERT_EQ(got[i], want[r * rb + i]) << c.name << " row " << r << " byte " << i;
+    }
+  }
+  std::vector<uint8_t> out(64);
+  EXPECT_THROW(ops::QuantizeRow(std::vector<float>(48).data(), 48, DType::kQ8_0, out.data()), Error);
+  EXPECT_THROW(ops::QuantizeRow(std::vector<float>(256).data(), 256, DType::kQ4_K, out.data()), Error);
+}
+
+// Random valid blocks: random bytes with finite, moderate f16 scales.
+std::vector<uint8_t> RandomBlocks(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> bytes(rows * RowBytes(t, cols));
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+  std::normal_distribution<float> scale(0.0f, 0.01f);
+  auto put = [&](uint8_t* p) {
+    const uint16_t h = F32ToF16(scale(rng));
+    std::memcpy(p, &h, 2);
+  };
+  for (size_t off = 0; off < bytes.size(); off += BlockBytes(t)) {
+    uint8_t* blk = bytes.data() + off;
+    switch (t) {
+      case DType::kQ4_K: put(blk + 2); [[fallthrough]];
+      case DType::kQ8_0:
+      case DType::kQ4_0: put(blk); break;
+      case DType::kQ6_K: put(blk + 208); break;
+      default: break;
+    }
+  }
+  return bytes;
+}
+
+// Every SIMD target compiled in and supported here (AVX3_DL's VNNI path and the portable one).
+std::vector<int64_t> Targets() { return hwy::SupportedAndGeneratedTargets(); }
+
+struct TargetScope {
+  explicit TargetScope(int64_t t) { hwy::SetSupportedTargetsForTest(t); }
+  ~TargetScope() { hwy::SetSupportedTargetsForTest(0); }
+};
+
+class QuantMatMulTest : public ::testing::TestWithParam<DType> {};
+
+// Error bound: W is exact (DequantizeRow), x is rounded per 32-block to d_b * q with
+// |x - d_b q| <= d_b / 2, d_b = max|x_b| / 127; so |y - x·W| <= sum_b d_b/2 * sum_b |W| (1%
+// slack for the f32 rounding of d_b itself), plus f32 rounding of the scaled block sums,
+// bounded like MatMulTest's by 4 * K * eps * sum |W| (|x| + d_b/2).
+TEST_P(QuantMatMulTest, WithinActivationRoundingBoundAndBatchInvariant) {
+  const DType t = GetParam();
+  const int64_t step = BlockElems(t);
+  ThreadPool pool(2);
+  for (int64_t K : {step, 3 * step, int64_t{1024}}) {  // 3 x 32: an odd block count (half a pair)
+    for (int64_t N : {1, 6, 37}) {
+      const std::vector<uint8_t> bytes = RandomBlocks(t, N, K, static_cast<uint32_t>(K * 7 + N));
+      const WeightRef w{bytes.data(), t, N, K, RowBytes(t, K)};
+      std::vector<float> wf(N * K);
+      for (int64_t n = 0; n < N; ++n) ops::DequantizeRow(w, n, wf.data() + n * K);
+      const int64_t M = 21;
+      std::mt19937 rng(static_cast<uint32_t>(K + N));
+      std::normal_distribution<float> dist(0.0f, 1.0f);
+      std::vector<float> x(M * K), bias(N);
+      for (float& v : x) v = dist(rng);
+      for (int i = 0; i < K; i += 97) x[i] *= 30.0f;  // outliers: coarse blocks
+      for (float& v : bias) v = dist(rng);
+      for (int64_t target : Targets()) {
+        TargetScope scope(target);
+        const char* tname = hwy::TargetName(target);
+        std::vector<float> y_all(M * N);
+        ops::MatMul(x.data(), M, w, bias.data(), y_all.data(), pool);
+        for (int64_t m = 0; m < M; ++m) {
+          for (int64_t n = 0; n < N; ++n) {
+            double ref = bias[n], act = 0, mag = std::fabs(bias[n]);
+            for (int64_t b = 0; b < K / 32; ++b) {
+              double amax = 0, wsum = 0;
+              for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(double(x[m * K + 32 * b + j])));
+              const double half_d = amax / 127 / 2;
+              for (int j = 0; j < 32; ++j) {
+                const int64_t k = 32 * b + j;
+                ref += double(x[m * K + k]) * wf[n * K + k];
+                wsum += std::fabs(wf[n * K + k]);
+                mag += std::fabs(wf[n * K + k]) * (std::fabs(x[m * K + k]) + half_d);
+              }
+              act += half_d * wsum;
+            }
+            const double bound = act * 1.01 + 4 * K * 1.2e-7 * mag + 1e-30;
+            const double err = std::fabs(y_all[m * N + n] - ref);
+            ASSERT_LE(err, bound) << tname << " K=" << K << " N=" << N << " m=" << m << " n=" << n;
+          }
+        }
+        // Same rows in every sub-batch: the same bits.
+        for (int64_t rows : {1, 2, 3, 4, 5, 16}) {
+          std::vector<float> y(rows * N);
+          for (int64_t m0 = 0; m0 + rows <= M; m0 += rows) {
+            ops::MatMul(x.data() + m0 * K, rows, w, bias.data(), y.data(), pool);
+            for (int64_t i = 0; i < rows * N; ++i)
+              ASSERT_EQ(y[i], y_all[m0 * N + i]) << tname << " rows=" << rows << " m0=" << m0 << " K=" << K;
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, QuantMatMulTest,
+                         ::testing::Values(DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K),
+                         [](const auto& info) { return std::string(DTypeName(info.param)); });
+
+// The activation rounding error is random, so a kernel that is right is far better than the
+// worst-case bound: its error relative to |y| is around 1/127/sqrt(32)-ish. A wrong scale or
+// code layout would give errors of the order of |y| itself.
+TEST(QuantMatMul, TypicalErrorIsSmall) {
+  ThreadPool pool(1);
+  const int64_t K = 1024, N = 64, M = 4;
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
+    const std::vector<uint8_t> bytes = RandomBlocks(t, N, K, 5);
+    const WeightRef w{bytes.data(), t, N, K, RowBytes(t, K)};
+    std::vector<float> wf(K), x(M * K), y(M * N);
+    std::mt19937 rng(3);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    for (float& v : x) v = dist(rng);
+    for (int64_t target : Targets()) {
+      TargetScope scope(target);
+      ops::MatMul(x.data(), M, w, nullptr, y.data(), pool);
+      double err2 = 0, ref2 = 0;
+      for (int64_t n = 0; n < N; ++n) {
+        ops::DequantizeRow(w, n, wf.data());
+        for (int64_t m = 0; m < M; ++m) {
+          double ref = 0;
+          for (int64_t k = 0; k < K; ++k) ref += double(x[m * K + k]) * wf[k];
+          err2 += (y[m * N + n] - ref) * (y[m * N + n] - ref);
+          ref2 += ref * ref;
+        }
+      }
+      EXPECT_LT(std::sqrt(err2 / ref2), 0.02) << DTypeName(t) << " on " << hwy::TargetName(target);
+    }
+  }
+}
+
+TEST(QuantMatMul, ThreadCountDoesNotChangeBits) {
+  const std::vector<uint8_t> bytes = RandomBlocks(DType::kQ4_K, 300, 512, 8);
+  const WeightRef w{bytes.data(), DType::kQ4_K, 300, 512, RowBytes(DType::kQ4_K, 512)};
+  std::vector<float> x(5 * 512);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (float& v : x) v = dist(rng);
+  std::vector<float> y1(5 * 300), y3(5 * 300);
+  ThreadPool one(1), three(3);
+  ops::MatMul(x.data(), 5, w, nullptr, y1.data(), one);
+  ops::MatMul(x.data(), 5, w, nullptr, y3.data(), three);
+  EXPECT_EQ(y1, y3);
+}
+
+TEST(QuantMatMul, RejectsPartialBlocks) {
+  std::vector<uint8_t> bytes(1000);
+  std::vector<float> x(48), y(1);
+  ThreadPool pool(1);
+  const WeightRef bad{bytes.data(), DType::kQ8_0, 1, 48, 34};
+  EXPECT_THROW(ops::MatMul(x.data(), 1, bad, nullptr, y.data(), pool), Error);
+}
+
+TEST(LoadTimeQuant, QuantizesBf16MatricesAndRejectsBadInput) {
+  ThreadPool pool(2);
+  const int64_t rows = 130, cols = 96;
+  std::vector<uint16_t> bf16(rows * cols);
+  std::mt19937 rng(4);
+  std::normal_distribution<float> dist(0.0f, 0.1f);
+  for (uint16_t& h : bf16) h = F32ToBF16(dist(rng));
+  TensorStore store("<test>");
+  const auto add = [&](const std::string& name, std::vector<int64_t> shape, const void* data) {
+    Tensor t;
+    t.name = name;
+    t.dtype = DType::kBF16;
+    t.shape = std::move(shape);
+    t.data = static_cast<const uint8_t*>(data);
+    t.nbytes = t.numel() * 2;
+    store.Add(std::move(t));
+  };
+  add("m", {rows, cols}, bf16.data());
+  add("norm", {cols}, bf16.data());
+  EXPECT_EQ(QuantizeMatrices(store, DType::kQ4_0, pool), 1);
+  const Tensor& m = *store.Find("m");
+  EXPECT_EQ(m.dtype, DType::kQ4_0);
+  EXPECT_EQ(store.Find("norm")->dtype, DType::kBF16);
+  std::vector<float> row(cols);
+  std::vector<uint8_t> want(RowBytes(DType::kQ4_0, cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < cols; ++i) row[i] = BF16ToF32(bf16[r * cols + i]);
+    ops::QuantizeRow(row.data(), cols, DType::kQ4_0, want.data());
+    ASSERT_EQ(0, std::memcmp(m.data + r * want.size(), want.data(), want.size())) << "row " << r;
+  }
+  add("odd", {2, 48}, bf16.data());
+  EXPECT_THROW(QuantizeMatrices(store, DType::kQ8_0, pool), Error);
+  EXPECT_EQ(ParseWeightQuant("none", "--x"), std::nullopt);
+  EXPECT_EQ(ParseWeightQuant("q8_0", "--x"), DType::kQ8_0);
+  EXPECT_THROW(ParseWeightQuant("q4_k", "--x"), Error);
+}
+
+}  // namespace
+}  // namespace dflash
