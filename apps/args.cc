@@ -126,7 +126,10 @@ std::string Args::Help() const {
     if (left.size() < 30) os << std::string(30 - left.size(), ' ');
     else os << "\n" << std::string(30, ' ');
     os << s.help;
-    if (!s.value_name.empty() && !s.default_text.empty()) os << " (default: " << s.default_text << ")";
+    // Help that already explains its default (e.g. "from generation_config.json") keeps its own words.
+    if (!s.value_name.empty() && !s.default_text.empty() && s.help.find("(default") == std::string::npos) {
+      os << " (default: " << s.default_text << ")";
+    }
     os << "\n";
   }
   os << "  -h, --help                  show this help\n";

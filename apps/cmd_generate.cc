@@ -2,6 +2,8 @@
 // --compare to run both modes on the same prompt and report the speedup.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 #include <fstream>
 #include <sstream>
 
@@ -10,10 +12,14 @@
 #include "io/json_file.h"
 #include "model_flags.h"
 #include "report.h"
+#include "text/tokenizer.h"
 
 namespace dflash::app {
 
 namespace {
+
+using text::StreamDecoder;
+using text::Tokenizer;
 
 std::vector<int32_t> ReadPromptIds(const std::string& ids, const std::string& file) {
   std::string text = ids;
@@ -31,21 +37,44 @@ std::vector<int32_t> ReadPromptIds(const std::string& ids, const std::string& fi
 
 }  // namespace
 
+// The tokenizer that ships with the model (or --tokenizer DIR); none when neither has one.
+std::optional<Tokenizer> LoadTokenizer(const std::string& flag_dir, const std::string& model_dir) {
+  if (!flag_dir.empty()) return Tokenizer::Load(flag_dir);
+  if (std::filesystem::exists(model_dir + "/tokenizer.json")) return Tokenizer::Load(model_dir);
+  return std::nullopt;
+}
+
 int Generate(int argc, char** argv) {
   ModelFlags mf;
-  std::string prompt_ids, prompt_file;
+  std::string prompt_text, prompt_ids, prompt_file, tokenizer_dir;
   bool json = false, compare = false;
   Args args("generate", "Generate from a prompt with a target model, optionally accelerated by a DFlash draft.\n"
                         "Greedy DFlash output is identical to plain greedy output; sampled output has the\n"
                         "target's distribution.");
   mf.Declare(args);
+  args.Option("-p,--prompt", &prompt_text, "TEXT", "prompt text (needs the model's tokenizer.json or --tokenizer)");
   args.Option("--prompt-ids", &prompt_ids, "1,2,3", "prompt as token ids (no tokenizer needed)");
+  args.Option("--tokenizer", &tokenizer_dir, "DIR", "tokenizer directory (default: the model directory)");
   args.Option("--prompt-file", &prompt_file, "FILE", "file holding comma-separated prompt token ids");
   args.Flag("--json", &json, "print one JSON object with the tokens and statistics");
   args.Flag("--compare", &compare, "run plain decoding and DFlash on the same prompt and compare");
   if (!args.Parse(argc, argv)) return 0;
-  if (prompt_ids.empty() && prompt_file.empty()) Fail("give a prompt: --prompt-ids or --prompt-file");
-  const std::vector<int32_t> prompt = ReadPromptIds(prompt_ids, prompt_file);
+  if (prompt_text.empty() + prompt_ids.empty() + prompt_file.empty() != 2) {
+    Fail("give exactly one prompt: --prompt, --prompt-ids or --prompt-file");
+  }
+  if (mf.model.empty()) Fail("-m/--model is required");
+  const std::optional<Tokenizer> tok = LoadTokenizer(tokenizer_dir, mf.model);
+  if (!prompt_text.empty() && !tok) {
+    Fail(mf.model, ": no tokenizer.json for --prompt (give --tokenizer DIR, or --prompt-ids)");
+  }
+  std::vector<int32_t> prompt;
+  if (prompt_text.empty()) {
+    prompt = ReadPromptIds(prompt_ids, prompt_file);
+  } else {
+    if (tok->add_bos() && tok->bos_id() >= 0) prompt.push_back(tok->bos_id());
+    const std::vector<int32_t> ids = tok->Encode(prompt_text);
+    prompt.insert(prompt.end(), ids.begin(), ids.end());
+  }
 
   if (compare && mf.draft.empty()) Fail("--compare needs a draft (-d DIR)");
   if (compare) mf.mode = "dflash";
@@ -67,19 +96,36 @@ int Generate(int argc, char** argv) {
       Json j;
       j["plain"] = ResultJson(base, "ar");
       j["dflash"] = ResultJson(spec, "dflash");
+      if (tok) j["text"] = tok->Decode(spec.tokens);
       j["identical"] = base.tokens == spec.tokens;
       j["speedup"] = Speedup(base, spec);
       std::printf("%s\n", j.dump(2).c_str());
     } else {
+      if (tok) std::printf("%s%s\n", prompt_text.c_str(), tok->Decode(spec.tokens).c_str());
       PrintComparison(stdout, base, spec, gen.sampling.greedy());
     }
     return 0;
   }
 
   const std::string mode = gen.block_size > 1 ? "dflash" : "ar";
+  if (tok && !json) {
+    // Stream text as tokens are committed; the decoder holds back half a UTF-8 character.
+    StreamDecoder stream(*tok);
+    std::printf("%s", prompt_text.c_str());
+    const GenerateResult r = engine.Generate(prompt, gen, [&](std::span<const int32_t> ids) {
+      for (int32_t id : ids) std::fputs(stream.Push(id).c_str(), stdout);
+      std::fflush(stdout);
+      return true;
+    });
+    std::printf("%s\n", stream.Flush().c_str());
+    PrintStats(stderr, r, mode);
+    return 0;
+  }
   const GenerateResult r = engine.Generate(prompt, gen);
   if (json) {
-    std::printf("%s\n", ResultJson(r, mode).dump().c_str());
+    Json j = ResultJson(r, mode);
+    if (tok) j["text"] = tok->Decode(r.tokens);
+    std::printf("%s\n", j.dump().c_str());
   } else {
     std::string ids;
     for (size_t i = 0; i < r.tokens.size(); ++i) ids += (i ? "," : "") + std::to_string(r.tokens[i]);
