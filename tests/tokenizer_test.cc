@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -100,11 +102,15 @@ class Golden : public ::testing::TestWithParam<std::string> {
     std::string why;
     const std::optional<std::string> dir = TokenizerDir(GetParam(), &why);
     if (!dir) GTEST_SKIP() << why;
-    tok_.emplace(Tokenizer::Load(*dir));
+    // Loading a real tokenizer takes about a second; the three tests share one.
+    static std::map<std::string, std::shared_ptr<const Tokenizer>> loaded;
+    auto& t = loaded[GetParam()];
+    if (!t) t = std::make_shared<const Tokenizer>(Tokenizer::Load(*dir));
+    tok_ = t;
     cases_ = ReadGoldens(GetParam());
     ASSERT_GT(cases_.size(), 100u);
   }
-  std::optional<Tokenizer> tok_;
+  std::shared_ptr<const Tokenizer> tok_;
   std::vector<Case> cases_;
 };
 
@@ -433,7 +439,10 @@ TEST(TokenizeCli, TokenizeAndDetokenize) {
   const Tokenizer tok = Tokenizer::Load(dir);
   const std::vector<int32_t> ids = tok.Encode("Hello world<|endoftext|>");
   std::string list;
-  for (size_t i = 0; i < ids.size(); ++i) list += (i ? "," : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) list += ',';
+    list += std::to_string(ids[i]);
+  }
   const std::string bin = DFLASH_BINARY;
   EXPECT_EQ(RunCommand(bin + " tokenize --tokenizer " + dir + " --text 'Hello world<|endoftext|>'"),
             list + "\n");
