@@ -25,7 +25,10 @@ std::string ReadFile(const std::string& path) {
 
 std::string JoinIds(const std::vector<int32_t>& ids) {
   std::string s;
-  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(ids[i]);
+  }
   return s;
 }
 
@@ -95,7 +98,13 @@ int Tokenize(int argc, char** argv) {
 
   const text::Tokenizer tok = text::Tokenizer::Load(dir);
   if (bench) return Bench(tok, text, !no_special, repeat, json);
-  const std::vector<int32_t> ids = tok.Encode(text, !no_special);
+  std::vector<int32_t> ids;
+  try {
+    ids = tok.Encode(text, !no_special);
+  } catch (const Error& e) {
+    if (file.empty()) throw;
+    Fail(file, ": ", e.what());  // say which file holds the bad bytes
+  }
   if (json) {
     Json j;
     j["ids"] = ids;

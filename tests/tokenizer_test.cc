@@ -8,7 +8,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <optional>
+#include <random>
 #include <thread>
 
 #include "core/error.h"
@@ -100,11 +103,15 @@ class Golden : public ::testing::TestWithParam<std::string> {
     std::string why;
     const std::optional<std::string> dir = TokenizerDir(GetParam(), &why);
     if (!dir) GTEST_SKIP() << why;
-    tok_.emplace(Tokenizer::Load(*dir));
+    // Loading a real tokenizer takes about a second; the three tests share one.
+    static std::map<std::string, std::shared_ptr<const Tokenizer>> loaded;
+    auto& t = loaded[GetParam()];
+    if (!t) t = std::make_shared<const Tokenizer>(Tokenizer::Load(*dir));
+    tok_ = t;
     cases_ = ReadGoldens(GetParam());
     ASSERT_GT(cases_.size(), 100u);
   }
-  std::optional<Tokenizer> tok_;
+  std::shared_ptr<const Tokenizer> tok_;
   std::vector<Case> cases_;
 };
 
@@ -246,6 +253,65 @@ TEST(TokenizerUnit, SpecialTokensAndConfig) {
   EXPECT_EQ(tok.Encode("<|endoftext|>"), std::vector<int32_t>{eot});
   EXPECT_GT(tok.Encode("<|endoftext|>", /*parse_special=*/false).size(), 1u);
   EXPECT_EQ(tok.Decode(std::vector<int32_t>{eot}, /*skip_special=*/true), "");
+}
+
+// Seeded random text over the scripts, marks, emoji and spaces that matter: what comes
+// back is the NFC form of what went in.
+TEST(TokenizerUnit, RandomTextRoundTripsThroughNfc) {
+  const Tokenizer tok = TinyQwen35();
+  const Normalizer nfc = Normalizer::FromJson(Json{{"type", "NFC"}}, "test");
+  const std::vector<std::pair<char32_t, char32_t>> ranges = {
+      {0x09, 0x0D}, {0x20, 0x7E}, {0x80, 0x24F}, {0x300, 0x36F}, {0x590, 0x6FF}, {0x900, 0x97F},
+      {0x1100, 0x11FF}, {0x180E, 0x180E}, {0x2000, 0x206F}, {0x3000, 0x30FF}, {0x4E00, 0x4F00},
+      {0xAC00, 0xAD00}, {0xFE00, 0xFE0F}, {0xFF00, 0xFFEF}, {0x1F300, 0x1F9FF}, {0xE0000, 0xE007F}};
+  std::mt19937 rng(7);
+  for (int n = 0; n < 400; ++n) {
+    std::string text;
+    const int len = static_cast<int>(rng() % 40);
+    for (int i = 0; i < len; ++i) {
+      const auto& [lo, hi] = ranges[rng() % ranges.size()];
+      AppendUtf8(text, lo + static_cast<char32_t>(rng() % (hi - lo + 1)));
+    }
+    EXPECT_EQ(tok.Decode(tok.Encode(text)), nfc.Apply(text)) << Quoted(text);
+  }
+}
+
+// Seeded random bytes: Encode accepts exactly the valid UTF-8 ones, and streaming them as
+// one-byte tokens gives the same U+FFFD-repaired text as decoding them at once.
+TEST(TokenizerUnit, RandomBytesAreRejectedOrRepairedNeverCrash) {
+  const Tokenizer tok = TinyQwen35();
+  std::mt19937 rng(11);
+  const std::string some_valid[] = {"a", " ", "\xC3\xA9", "\xE4\xB8\xAD", "\xF0\x9F\x98\x80"};
+  for (int n = 0; n < 3000; ++n) {
+    std::string bytes;
+    const int len = static_cast<int>(rng() % 12);
+    for (int i = 0; i < len; ++i) {
+      if (rng() % 3 == 0) bytes += some_valid[rng() % 5];
+      else bytes += static_cast<char>(0x80 + rng() % 0x80);  // lead and continuation bytes
+    }
+    const bool valid = FindInvalidUtf8(bytes) == kValidUtf8;
+    try {
+      tok.Encode(bytes);
+      EXPECT_TRUE(valid) << "accepted " << Quoted(bytes);
+    } catch (const Error&) {
+      EXPECT_FALSE(valid) << "rejected valid " << Quoted(bytes);
+    }
+    StreamDecoder stream(tok);
+    std::vector<int32_t> ids;
+    std::string streamed;
+    for (unsigned char b : bytes) {
+      ids.push_back(ByteToken(tok, b));
+      streamed += stream.Push(ids.back());
+    }
+    streamed += stream.Flush();
+    const std::string lossy = LossyUtf8(bytes);
+    EXPECT_EQ(FindInvalidUtf8(lossy), kValidUtf8);
+    EXPECT_EQ(streamed, lossy);
+    EXPECT_EQ(tok.Decode(ids), lossy);
+    if (valid) {
+      EXPECT_EQ(lossy, bytes);
+    }
+  }
 }
 
 // Several threads share one tokenizer (the server does): same ids as one thread.
@@ -433,7 +499,10 @@ TEST(TokenizeCli, TokenizeAndDetokenize) {
   const Tokenizer tok = Tokenizer::Load(dir);
   const std::vector<int32_t> ids = tok.Encode("Hello world<|endoftext|>");
   std::string list;
-  for (size_t i = 0; i < ids.size(); ++i) list += (i ? "," : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) list += ',';
+    list += std::to_string(ids[i]);
+  }
   const std::string bin = DFLASH_BINARY;
   EXPECT_EQ(RunCommand(bin + " tokenize --tokenizer " + dir + " --text 'Hello world<|endoftext|>'"),
             list + "\n");

@@ -41,7 +41,10 @@ BpeModel BpeModel::FromJson(const JsonObject& model) {
   if (!model.Has("vocab") || !model.raw().at("vocab").is_object()) {
     Fail(model.where(), ": field 'vocab' is missing or not an object");
   }
-  for (const auto& [token, id] : model.raw().at("vocab").items()) {
+  const Json& vocab = model.raw().at("vocab");
+  m.vocab_.reserve(vocab.size());
+  m.bytes_to_id_.reserve(vocab.size());
+  for (const auto& [token, id] : vocab.items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
       Fail(model.where(), ".vocab: token '", token, "' has invalid id ", id.dump());
     }
@@ -65,31 +68,33 @@ BpeModel BpeModel::FromJson(const JsonObject& model) {
   }
   const Json& merges = model.raw().at("merges");
   m.merges_.reserve(merges.size());
-  auto lookup = [&](const std::string& tok, const std::string& where) {
+  auto lookup = [&](const std::string& tok, const auto& where) {
     auto it = m.vocab_.find(tok);
-    if (it == m.vocab_.end()) Fail(where, ": token '", tok, "' is not in the vocabulary");
+    if (it == m.vocab_.end()) Fail(where(), ": token '", tok, "' is not in the vocabulary");
     return it->second;
   };
+  std::string left, right, joined;
   for (size_t i = 0; i < merges.size(); ++i) {
-    const std::string where = model.where() + ".merges[" + std::to_string(i) + "]";
-    std::string left, right;
+    // Built only when something is wrong: this loop runs for every merge at load time.
+    auto where = [&] { return model.where() + ".merges[" + std::to_string(i) + "]"; };
     const Json& e = merges[i];
     if (e.is_string()) {  // "left right"
-      const std::string s = e.get<std::string>();
+      const std::string& s = e.get_ref<const std::string&>();
       const size_t sp = s.find(' ');
       if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos) {
-        Fail(where, ": '", s, "' is not two tokens separated by one space");
+        Fail(where(), ": '", s, "' is not two tokens separated by one space");
       }
-      left = s.substr(0, sp);
-      right = s.substr(sp + 1);
+      left.assign(s, 0, sp);
+      right.assign(s, sp + 1);
     } else if (e.is_array() && e.size() == 2) {  // ["left", "right"]
-      left = TokenString(e[0], where);
-      right = TokenString(e[1], where);
+      left = TokenString(e[0], where());
+      right = TokenString(e[1], where());
     } else {
-      Fail(where, ": expected \"left right\" or [left, right], got ", e.dump());
+      Fail(where(), ": expected \"left right\" or [left, right], got ", e.dump());
     }
     const int32_t left_id = lookup(left, where), right_id = lookup(right, where);
-    const int32_t result = lookup(left + right, where);
+    joined.assign(left).append(right);
+    const int32_t result = lookup(joined, where);
     // A repeated pair keeps its last rank, as in the reference's merge map.
     m.merges_.insert_or_assign(PairKey(left_id, right_id), Merge{static_cast<int32_t>(i), result});
   }

@@ -90,10 +90,11 @@ void Tokenizer::ReadConfig(const std::string& path) {
   if (add_bos_ && bos_id_ < 0) Fail(path, ": add_bos_token is true but bos_token is not set");
 }
 
-void Tokenizer::EncodePlain(std::string_view piece, std::vector<int32_t>& ids) const {
+void Tokenizer::EncodePlain(std::string_view piece, bool parse_special,
+                            std::vector<int32_t>& ids) const {
   std::vector<TextSpan> spans;
   const std::string normalized = normalizer_.Apply(std::string(piece));
-  added_.Split(normalized, /*normalized_class=*/true, /*parse_special=*/true, spans);
+  added_.Split(normalized, /*normalized_class=*/true, parse_special, spans);
   std::vector<std::string> words;
   for (const TextSpan& s : spans) {
     if (s.token >= 0) {
@@ -120,7 +121,7 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool parse_special
   added_.Split(text, /*normalized_class=*/false, parse_special, spans);
   for (const TextSpan& s : spans) {
     if (s.token >= 0) ids.push_back(s.token);
-    else EncodePlain(text.substr(s.begin, s.end - s.begin), ids);
+    else EncodePlain(text.substr(s.begin, s.end - s.begin), parse_special, ids);
   }
   return ids;
 }

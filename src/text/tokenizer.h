@@ -59,7 +59,8 @@ class Tokenizer {
     bool assigned = false;
     bool special = false;
   };
-  void EncodePlain(std::string_view piece, std::vector<int32_t>& ids) const;
+  // Text between raw added tokens: normalize, cut out normalized added tokens, BPE the rest.
+  void EncodePlain(std::string_view piece, bool parse_special, std::vector<int32_t>& ids) const;
   void ReadConfig(const std::string& path);
 
   Normalizer normalizer_;
