@@ -76,6 +76,13 @@ std::vector<std::string> Keys(const Json& obj) {
   return k;
 }
 
+// "qwen3-tiny" -> "qwen3_tiny": gtest names allow only alphanumerics and '_'.
+std::string ParamName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = info.param;
+  for (char& c : s) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return s;
+}
+
 class TargetGolden : public ::testing::TestWithParam<std::string> {};
 
 // Logits of every position and every layer's output, for each prompt, in one prefill.
@@ -132,11 +139,7 @@ TEST_P(TargetGolden, GreedyContinuationMatchesTransformersGenerate) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TargetGolden, ::testing::ValuesIn(Keys(Manifest()["targets"])),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& c : s) c = std::isalnum(c) ? c : '_';
-                           return s;
-                         });
+                         ParamName);
 
 class DraftGolden : public ::testing::TestWithParam<std::string> {
  protected:
@@ -209,11 +212,7 @@ TEST_P(DraftGolden, GreedySpeculativeOutputMatchesZlab) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DraftGolden, ::testing::ValuesIn(Keys(Manifest()["drafts"])),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& c : s) c = std::isalnum(c) ? c : '_';
-                           return s;
-                         });
+                         ParamName);
 
 }  // namespace
 }  // namespace dflash

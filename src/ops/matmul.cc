@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "ops/column_tasks.h"
 #include "ops/matmul_quant.h"
 #include "ops/ops.h"
 #include "ops/quant_blocks.h"
@@ -161,13 +162,7 @@ void MatMulBf16Dot(const float* x, int64_t M, const WeightRef& w, const float* b
   for (int64_t m = 0; m < M; ++m) RoundRowToBf16(x + m * K, K, xb.data() + m * x_stride);
   const uint16_t* x_bf16 = xb.data();  // the workers' own `xb` is another (thread_local) vector
   const int64_t w_stride = static_cast<int64_t>(w.row_bytes / 2);
-  const int64_t target_tasks = 8 * pool.size();
-  int64_t cols_per_task = (Nout + target_tasks - 1) / target_tasks;
-  cols_per_task = std::max<int64_t>(kColTile, (cols_per_task + kColTile - 1) / kColTile * kColTile);
-  const int64_t num_tasks = (Nout + cols_per_task - 1) / cols_per_task;
-  pool.ParallelFor(num_tasks, [&](int64_t task) {
-    const int64_t n_begin = task * cols_per_task;
-    const int64_t n_end = std::min(Nout, n_begin + cols_per_task);
+  ForColumnTasks(M, Nout, kColTile, bias, y, pool, [&](int64_t n_begin, int64_t n_end) {
     for (int64_t m0 = 0; m0 < M; m0 += kRowBlock) {
       const int64_t m_end = std::min(M, m0 + kRowBlock);
       for (int64_t n = n_begin; n < n_end; n += kColTile) {
@@ -185,10 +180,6 @@ void MatMulBf16Dot(const float* x, int64_t M, const WeightRef& w, const float* b
         }
       }
     }
-    if (bias) {
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t n = n_begin; n < n_end; ++n) y[m * Nout + n] += bias[n];
-    }
   });
 }
 #endif  // DFLASH_BF16_DOT
@@ -199,14 +190,7 @@ void MatMulTyped(const float* x, int64_t M, const WeightRef& w, const float* bia
   using T = typename Weights::T;
   const int64_t K = w.cols, Nout = w.rows;
   const int64_t w_stride = static_cast<int64_t>(w.row_bytes / sizeof(T));
-  // Enough tasks to balance the pool, each a multiple of the column tile.
-  const int64_t target_tasks = 8 * pool.size();
-  int64_t cols_per_task = (Nout + target_tasks - 1) / target_tasks;
-  cols_per_task = std::max<int64_t>(kColTile, (cols_per_task + kColTile - 1) / kColTile * kColTile);
-  const int64_t num_tasks = (Nout + cols_per_task - 1) / cols_per_task;
-  pool.ParallelFor(num_tasks, [&](int64_t task) {
-    const int64_t n_begin = task * cols_per_task;
-    const int64_t n_end = std::min(Nout, n_begin + cols_per_task);
+  ForColumnTasks(M, Nout, kColTile, bias, y, pool, [&](int64_t n_begin, int64_t n_end) {
     for (int64_t m0 = 0; m0 < M; m0 += kRowBlock) {
       const int64_t m_end = std::min(M, m0 + kRowBlock);
       for (int64_t n = n_begin; n < n_end; n += kColTile) {
@@ -217,10 +201,6 @@ void MatMulTyped(const float* x, int64_t M, const WeightRef& w, const float* bia
           DotBlock<Weights>(R, C, x + m * K, K, wrow, w_stride, K, y + m * Nout + n, Nout);
         }
       }
-    }
-    if (bias) {
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t n = n_begin; n < n_end; ++n) y[m * Nout + n] += bias[n];
     }
   });
 }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "ops/column_tasks.h"
 #include "ops/matmul_quant.h"
 #include "ops/quant_activations.h"
 #include "ops/quant_blocks.h"
@@ -415,19 +416,8 @@ void MatMulQuantImpl(const float* x, int64_t M, const WeightRef& w, const float*
                      QuantizedRows& xq, ThreadPool& pool) {
   QuantizeActivations(x, M, w.cols, CodeOffset(w.dtype), xq);
   const int64_t Nout = w.rows;
-  const int64_t target_tasks = 8 * pool.size();
-  int64_t cols_per_task = (Nout + target_tasks - 1) / target_tasks;
-  cols_per_task = std::max<int64_t>(kQColTile, (cols_per_task + kQColTile - 1) / kQColTile * kQColTile);
-  const int64_t num_tasks = (Nout + cols_per_task - 1) / cols_per_task;
-  pool.ParallelFor(num_tasks, [&](int64_t task) {
-    const int64_t n_begin = task * cols_per_task;
-    const int64_t n_end = std::min(Nout, n_begin + cols_per_task);
-    Columns(xq, w, n_begin, n_end, y);
-    if (bias) {
-      for (int64_t m = 0; m < xq.rows; ++m)
-        for (int64_t n = n_begin; n < n_end; ++n) y[m * Nout + n] += bias[n];
-    }
-  });
+  ForColumnTasks(xq.rows, Nout, kQColTile, bias, y, pool,
+                 [&](int64_t n_begin, int64_t n_end) { Columns(xq, w, n_begin, n_end, y); });
 }
 
 }  // namespace dflash::ops::HWY_NAMESPACE

@@ -31,8 +31,6 @@ class SpeculationController {
 
   int fallbacks() const { return fallbacks_; }
   double tau() const { return tau_; }
-  double cycle_ms() const { return cycle_ms_; }
-  double step_ms() const { return step_ms_; }
 
   // Back-off bounds in plain steps; consecutive losing cycles before falling back (a probe
   // after a back-off is therefore at least this many cycles).

@@ -1,4 +1,5 @@
-"""Shared pieces of the pair trainers: paths, token arrays, checkpoints, a plain timer log."""
+"""Shared pieces of the pair trainers: paths, token arrays, checkpoints, lr schedule, a plain timer log."""
+import math
 import os
 import time
 
@@ -37,3 +38,11 @@ class Log:
 
     def __call__(self, msg):
         print(f"[{(time.time() - self.t0) / 60:6.1f} min] {msg}", flush=True)
+
+
+def lr_at(step, a):
+    """Linear warm-up over a.warmup steps, then cosine from a.lr down to 10% at a.steps."""
+    if step < a.warmup:
+        return a.lr * (step + 1) / a.warmup
+    p = (step - a.warmup) / max(1, a.steps - a.warmup)
+    return a.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))

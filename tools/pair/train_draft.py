@@ -16,7 +16,6 @@ All blocks of a sequence run in one forward pass with a boolean attention mask.
 """
 import argparse
 import json
-import math
 import os
 import time
 
@@ -26,7 +25,7 @@ import torch.nn.functional as F
 from dflash.model import DFlashDraftModel
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from common import MASK_ID, MODELS, WORK, Log, load_checkpoint, save_checkpoint, setup_torch
+from common import MASK_ID, MODELS, WORK, Log, load_checkpoint, lr_at, save_checkpoint, setup_torch
 
 
 def make_config(target_cfg, a):
@@ -87,13 +86,6 @@ def draft_loss(draft, target, tokens, anchors, a, weights):
     # Expected accepted prefix per block if the target agreed with these labels: a proxy for tau - 1.
     accepted = correct.int().cumprod(-1).sum(-1).float().mean()
     return loss, accepted, correct.float().mean(dim=(0, 1))
-
-
-def lr_at(step, a):
-    if step < a.warmup:
-        return a.lr * (step + 1) / a.warmup
-    p = (step - a.warmup) / max(1, a.steps - a.warmup)
-    return a.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
 
 
 def main():

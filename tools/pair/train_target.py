@@ -11,7 +11,6 @@ bf16 (config.json, model.safetensors, generation_config.json) next to the tokeni
 """
 import argparse
 import json
-import math
 import os
 import shutil
 import time
@@ -20,7 +19,7 @@ import numpy as np
 import torch
 from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
-from common import EOT_ID, IM_END_ID, MODELS, WORK, Log, load_checkpoint, load_tokens, save_checkpoint, setup_torch
+from common import EOT_ID, IM_END_ID, MODELS, WORK, Log, load_checkpoint, lr_at, load_tokens, save_checkpoint, setup_torch
 
 
 def make_config(a):
@@ -51,13 +50,6 @@ def heldout_loss(model, tokens, seq, windows):
     losses = [lm_loss(model, x[i:i + 16]).item() * len(x[i:i + 16]) for i in range(0, n, 16)]
     model.train()
     return sum(losses) / n
-
-
-def lr_at(step, a):
-    if step < a.warmup:
-        return a.lr * (step + 1) / a.warmup
-    p = (step - a.warmup) / max(1, a.steps - a.warmup)
-    return a.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
 
 
 def main():
