@@ -1,5 +1,7 @@
 #include "core/thread_pool.h"
 
+#include <chrono>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define DFLASH_PAUSE() _mm_pause()
@@ -10,9 +12,23 @@
 namespace dflash {
 
 namespace {
-// How long an idle worker spins before it sleeps: long enough to bridge the gap between the
-// kernels of one forward pass, short enough not to burn a core between requests.
-constexpr int kSpinIterations = 20000;
+// How long a waiting thread spins before it sleeps: long enough to bridge the gap between
+// the kernels of one forward pass (a few microseconds of single-threaded norms and rope),
+// short enough that a thread whose partner was descheduled gives its core back quickly.
+constexpr int64_t kSpinNs = 50'000;
+
+// Spins until done() or kSpinNs pass; returns done().
+template <class Done>
+bool SpinBriefly(const Done& done) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      DFLASH_PAUSE();
+    }
+    if (std::chrono::steady_clock::now() - start > std::chrono::nanoseconds(kSpinNs)) return done();
+  }
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
@@ -44,27 +60,25 @@ void ThreadPool::Run(int64_t num_tasks, TaskFn fn, const void* ctx) {
   next_task_.store(0, std::memory_order_relaxed);
   busy_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   epoch_.fetch_add(1, std::memory_order_release);
-  epoch_.notify_all();
+  epoch_.notify_all();  // a syscall only when some worker sleeps
   DrainTasks();
-  while (busy_.load(std::memory_order_acquire) != 0) DFLASH_PAUSE();
+  const auto idle = [this] { return busy_.load(std::memory_order_acquire) == 0; };
+  if (SpinBriefly(idle)) return;
+  for (int b; (b = busy_.load(std::memory_order_acquire)) != 0;) busy_.wait(b, std::memory_order_acquire);
 }
 
 void ThreadPool::WorkerLoop() {
   uint64_t seen = 0;  // the epoch at construction: a late-starting thread must not skip a Run
   for (;;) {
-    int spins = 0;
-    uint64_t now;
-    while ((now = epoch_.load(std::memory_order_acquire)) == seen) {
-      if (++spins < kSpinIterations) {
-        DFLASH_PAUSE();
-      } else {
-        epoch_.wait(seen);
-      }
+    const auto changed = [&] { return epoch_.load(std::memory_order_acquire) != seen; };
+    if (!SpinBriefly(changed)) {
+      while (!changed()) epoch_.wait(seen, std::memory_order_acquire);
     }
-    seen = now;
+    seen = epoch_.load(std::memory_order_acquire);
     if (stop_.load()) return;
     DrainTasks();
-    busy_.fetch_sub(1, std::memory_order_release);
+    // The last worker out wakes the caller if it went to sleep (no syscall if it is spinning).
+    if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) busy_.notify_one();
   }
 }
 

@@ -1,8 +1,13 @@
 // The one thread pool. ParallelFor hands out task indices [0, n) to the caller and the
 // workers; results must not depend on which thread runs a task (kernels split output
 // columns or rows, never a reduction), so numerics are independent of the thread count.
-// Dispatch allocates nothing and takes no lock: workers spin briefly on an atomic epoch,
-// then sleep on it (C++20 atomic wait).
+//
+// Dispatch allocates nothing and takes no lock. Both sides of a hand-off spin only briefly
+// (kSpinNs) and then sleep on the atomic (C++20 wait/notify: a futex on Linux): on a machine
+// shared with other processes a spinning thread would take the core that the thread it waits
+// for needs, so unbounded spinning is what made the old pool collapse under load. Tasks are
+// claimed one at a time from a shared counter, so a descheduled thread delays only the task
+// it holds, and the caller works too.
 #pragma once
 
 #include <atomic>
@@ -40,9 +45,9 @@ class ThreadPool {
   void DrainTasks();
 
   std::vector<std::thread> workers_;
-  std::atomic<uint64_t> epoch_{0};
+  std::atomic<uint64_t> epoch_{0};  // bumped once per Run (and at shutdown)
   std::atomic<int64_t> next_task_{0};
-  std::atomic<int> busy_{0};
+  std::atomic<int> busy_{0};        // workers that have not finished the current Run
   std::atomic<bool> stop_{false};
   int64_t num_tasks_ = 0;
   TaskFn fn_ = nullptr;
