@@ -6,13 +6,17 @@
 // |y - x·W| <= sum_b d_b / 2 * sum_{i in b} |W_i|, plus f32 rounding of the scaled sums.
 // The integer part of every block dot is exact, so VNNI and the portable path agree on it.
 //
-// Batch invariance: every y[m, n] is one accumulator walking the row's blocks in order, then a
-// fixed lane reduction, then the bias; tiles and threads only choose which (m, n) share a pass.
+// Batch invariance: every y[m, n] is one f32 accumulator walking the row's sub-blocks in order
+// (acc += (w scale * x scale) * exact integer sum, then Q4_K's min term), then the bias; tiles
+// and threads only choose which (m, n) share a pass.
 //
-// Targets: AVX3_DL (Ice Lake, Zen 4 and later; Highway checks AVX512_VNNI for it) multiplies
-// 64 codes per vpdpbusd, two 32-blocks per 512-bit vector: lane i of a pair holds the
-// 4-element sum of elements 4i..4i+3, scaled by (weight scale) * (activation scale) and
-// added into a per-(row, column) f32 vector. Other targets run a portable scalar-integer path.
+// Targets: AVX3_DL (Ice Lake, Zen 4 and later; Highway checks AVX512_VNNI for it) computes 16
+// output columns per vector: the 16 weight rows' codes of a sub-block are transposed in
+// registers so that lane c of a vector holds 4 codes of column c, and one vpdpbusd against 4
+// broadcast activation codes advances all 16 columns. The transposed codes then stay in
+// registers for up to 16 activation rows, so a 16-row verify reads and unpacks each weight
+// block once (the decode shape, one row, is bound by memory either way). Other targets run a
+// portable scalar-integer path.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/matmul_quant.cc"
@@ -31,9 +35,9 @@
 #include "ops/quant_activations.h"
 #include "ops/quant_blocks.h"
 namespace dflash::ops {
-constexpr int64_t kQRowTile = 4;
-constexpr int64_t kQColTile = 4;
-constexpr int64_t kQRowBlock = 64;
+// Output columns per vector (16 f32 / int32 lanes) and the most activation rows per pass.
+constexpr int64_t kQCols = 16;
+constexpr int64_t kQRowTile = 16;
 
 // Code offset the activation lanes are pre-biased for (see quant_activations.h).
 inline int CodeOffset(DType t) {
@@ -69,8 +73,7 @@ void QuantizeActivations(const float* x, int64_t M, int64_t K, int offset, Quant
   const int64_t kp = out.k_pad;
   // assign() rather than resize(): the padding must be zero whatever an earlier call left.
   out.codes.assign(M * kp, 0);
-  out.lane_scale.assign(M * kp / 4, 0.0f);
-  out.lane_init.assign(M * kp / 4, 0);
+  out.init16.assign(M * kp / 16, 0);
   out.block_scale.assign(M * kp / 32, 0.0f);
   out.block_sum.assign(M * kp / 32, 0.0f);
   const hn::CappedTag<float, 16> df;
@@ -96,10 +99,10 @@ void QuantizeActivations(const float* x, int64_t M, int64_t K, int offset, Quant
       for (int j = 0; j < 32; ++j) codes[j] = static_cast<int8_t>(std::clamp(q[j], -127, 127));
       out.block_scale[r * kp / 32 + b] = d;
       out.block_sum[r * kp / 32 + b] = hn::GetLane(hn::SumOfLanes(df, sum));
-      for (int l = 0; l < 8; ++l) {
-        const int64_t lane = r * kp / 4 + 8 * b + l;
-        out.lane_scale[lane] = d;
-        out.lane_init[lane] = -offset * (codes[4 * l] + codes[4 * l + 1] + codes[4 * l + 2] + codes[4 * l + 3]);
+      for (int h = 0; h < 2; ++h) {
+        int32_t code_sum = 0;
+        for (int j = 0; j < 16; ++j) code_sum += codes[16 * h + j];
+        out.init16[r * kp / 16 + 2 * b + h] = -offset * code_sum;
       }
     }
   }
@@ -185,216 +188,240 @@ void PortableColumns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begi
 
 #if HWY_TARGET == HWY_AVX3_DL
 // ------------------------------------------------------------------------------------------
-// AVX3_DL path. A format supplies, per 256-element group of a row (Q8_0/Q4_0: 64 elements),
-// Begin() to decode the group's scales once, then Pair(p) giving the 64 unsigned codes and the
-// 16 lane scales of the group's p-th 64-element pair.
+// AVX3_DL path: 16 output columns per vector. A format decodes, per block of the 16 weight
+// rows of a column group, code vectors whose lane c holds 4 consecutive codes of row c, and
+// the per-column scales; Step() then runs them against up to 16 activation rows.
 
 inline __m512i Nibbles() { return _mm512_set1_epi8(0x0F); }
 
-// Lane i of pair p covers elements 4i..4i+3 of the pair; these tables give the index of the
-// scale (within the group's scale vector) that each lane uses.
-struct PairIndex {
-  alignas(64) int32_t lane[4][16];
+// The 16 weight rows of a column group. Rows past the matrix end repeat the last real row:
+// their lanes are computed and never stored.
+struct ColumnGroup {
+  const uint8_t* row[kQCols];
+  __m512i offsets;  // row[c] - row[0], for gathers of one dword per row
+  int count;        // real columns
 };
-constexpr PairIndex MakePairIndex(int scales_per_pair, int lanes_per_scale) {
-  PairIndex t{};
-  for (int p = 0; p < 4; ++p)
-    for (int i = 0; i < 16; ++i) t.lane[p][i] = scales_per_pair * p + i / lanes_per_scale;
-  return t;
+
+inline __m512i GatherDword(const ColumnGroup& g, int64_t byte_offset) {
+  return _mm512_i32gather_epi32(g.offsets, g.row[0] + byte_offset, 1);
 }
-constexpr PairIndex kQ4_KIndex = MakePairIndex(2, 8);  // 32-element sub-blocks
-constexpr PairIndex kQ6_KIndex = MakePairIndex(4, 4);  // 16-element groups
-inline __m512i PairScaleIndex(const PairIndex& t, int p) { return _mm512_load_si512(t.lane[p]); }
 
-// Two consecutive 32-blocks (the second may be absent at an odd row end).
-struct BlockPair {
-  const uint8_t* b0;
-  bool second;
-};
+// The f16 in the low (kHigh: high) half of every dword, as f32.
+template <bool kHigh = false>
+inline __m512 F16Lanes(__m512i v) {
+  if (kHigh) v = _mm512_srli_epi32(v, 16);
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+}
 
-// Lanes 0..7: the first block's f16 scale, 8..15: the second's (0 when absent).
-inline __m512 PairScales(const BlockPair& s, int block_bytes) {
-  uint16_t h0, h1 = 0;
-  __builtin_memcpy(&h0, s.b0, 2);
-  if (s.second) __builtin_memcpy(&h1, s.b0 + block_bytes, 2);
-  const __m128 both = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h0 | (uint32_t{h1} << 16))));
-  return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
-                               _mm512_castps128_ps512(both));
+// v[j] lane c = bytes 4j..4j+3 of the 32 bytes at row[c] + off (an 8 x 16 dword transpose).
+HWY_INLINE void Transpose32(const ColumnGroup& g, int64_t off, __m512i v[8]) {
+  __m512i z[8];  // 128-bit lanes: row i dwords 0-3, 4-7; row i+8 dwords 0-3, 4-7
+  for (int i = 0; i < 8; ++i) {
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.row[i] + off));
+    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.row[i + 8] + off));
+    z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  }
+  // 4 x 4 dword transposes inside every 128-bit lane, for rows 0-3 (a) and 4-7 (b).
+  __m512i u[8];
+  for (int half = 0; half < 2; ++half) {
+    const __m512i* zz = z + 4 * half;
+    const __m512i lo01 = _mm512_unpacklo_epi32(zz[0], zz[1]), hi01 = _mm512_unpackhi_epi32(zz[0], zz[1]);
+    const __m512i lo23 = _mm512_unpacklo_epi32(zz[2], zz[3]), hi23 = _mm512_unpackhi_epi32(zz[2], zz[3]);
+    u[4 * half + 0] = _mm512_unpacklo_epi64(lo01, lo23);
+    u[4 * half + 1] = _mm512_unpackhi_epi64(lo01, lo23);
+    u[4 * half + 2] = _mm512_unpacklo_epi64(hi01, hi23);
+    u[4 * half + 3] = _mm512_unpackhi_epi64(hi01, hi23);
+  }
+  // u[d] (rows 0-3) and u[4+d] (rows 4-7) hold dwords d and 4+d in alternate 128-bit lanes.
+  const __m512i first = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
+  const __m512i second = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
+  for (int d = 0; d < 4; ++d) {
+    v[d] = _mm512_permutex2var_epi64(u[d], first, u[4 + d]);
+    v[4 + d] = _mm512_permutex2var_epi64(u[d], second, u[4 + d]);
+  }
+}
+
+// v[j] lane c = bytes 4j..4j+3 of the 16 bytes at row[c] + off (a 4 x 16 dword transpose).
+HWY_INLINE void Transpose16(const ColumnGroup& g, int64_t off, __m512i v[4]) {
+  auto load = [&](int r) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.row[r] + off)); };
+  __m512i z[4];  // 128-bit lanes: rows k, k+4, k+8, k+12
+  for (int k = 0; k < 4; ++k) {
+    z[k] = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(load(k)),
+                                                                    load(k + 4), 1), load(k + 8), 2), load(k + 12), 3);
+  }
+  const __m512i lo01 = _mm512_unpacklo_epi32(z[0], z[1]), hi01 = _mm512_unpackhi_epi32(z[0], z[1]);
+  const __m512i lo23 = _mm512_unpacklo_epi32(z[2], z[3]), hi23 = _mm512_unpackhi_epi32(z[2], z[3]);
+  v[0] = _mm512_unpacklo_epi64(lo01, lo23);
+  v[1] = _mm512_unpackhi_epi64(lo01, lo23);
+  v[2] = _mm512_unpacklo_epi64(hi01, hi23);
+  v[3] = _mm512_unpackhi_epi64(hi01, hi23);
+}
+
+// acc[r] += (wscale * d_x) * (integer dot of Q code vectors with the row's codes at k0),
+// then (kMin) acc[r] -= wmin * (sum of the row's inputs in the 32-block of k0). Q is 8 (a
+// 32-element block) or 4 (a 16-element group); kInit applies the codes' offset.
+template <int R, int Q, bool kInit, bool kMin>
+HWY_INLINE void Step(const __m512i* codes, __m512 wscale, __m512 wmin, const QuantizedRows& xq,
+                     int64_t m, int64_t k0, __m512 (&acc)[R]) {
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    const int8_t* xc = xq.Codes(m + r) + k0;
+    int32_t init = 0;
+    if (kInit) {
+      const int32_t* i16 = xq.Init16(m + r) + k0 / 16;
+      init = Q == 8 ? i16[0] + i16[1] : i16[0];
+    }
+    // With few rows a single vpdpbusd chain would wait on its own latency; integer sums are
+    // exact, so splitting the chain changes no bit.
+    constexpr int kChains = R == 1 ? 4 : R == 2 ? 2 : 1;
+    __m512i part[kChains];
+    part[0] = _mm512_set1_epi32(init);
+    for (int c = 1; c < kChains; ++c) part[c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int q = 0; q < Q; ++q) {
+      int32_t x4;
+      __builtin_memcpy(&x4, xc + 4 * q, 4);
+      part[q % kChains] = _mm512_dpbusd_epi32(part[q % kChains], codes[q], _mm512_set1_epi32(x4));
+    }
+    __m512i isum = part[0];
+    for (int c = 1; c < kChains; ++c) isum = _mm512_add_epi32(isum, part[c]);
+    const __m512 s = _mm512_mul_ps(wscale, _mm512_set1_ps(xq.BlockScale(m + r)[k0 / 32]));
+    acc[r] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(isum), acc[r]);
+    if (kMin) acc[r] = _mm512_fnmadd_ps(wmin, _mm512_set1_ps(xq.BlockSum(m + r)[k0 / 32]), acc[r]);
+  }
 }
 
 struct Q8_0Format {
-  static constexpr int kPairs = 1;
-  static constexpr bool kMins = false;
-  static int64_t Groups(int64_t K) { return (K / 32 + 1) / 2; }
-  using Group = BlockPair;
-  static HWY_INLINE void Begin(const uint8_t* row, int64_t K, int64_t g, Group& s) {
-    s.b0 = row + 2 * g * kQ8_0Bytes;
-    s.second = 2 * g + 1 < K / 32;
-  }
-  static HWY_INLINE void Pair(const Group& s, int, __m512i& codes, __m512& scale) {
-    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.b0 + 2));
-    const __m256i hi = s.second ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.b0 + kQ8_0Bytes + 2))
-                                : _mm256_set1_epi8(static_cast<char>(0x80));
-    codes = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1),
-                             _mm512_set1_epi8(static_cast<char>(0x80)));
-    scale = PairScales(s, kQ8_0Bytes);
+  static constexpr int64_t kElems = 32;
+  template <int R>
+  static HWY_INLINE void Block(const ColumnGroup& g, int64_t b, const QuantizedRows& xq, int64_t m,
+                               __m512 (&acc)[R]) {
+    const int64_t off = b * kQ8_0Bytes;
+    __m512i codes[8];
+    Transpose32(g, off + 2, codes);
+    for (__m512i& c : codes) c = _mm512_xor_si512(c, _mm512_set1_epi8(static_cast<char>(0x80)));
+    Step<R, 8, true, false>(codes, F16Lanes(GatherDword(g, off)), _mm512_setzero_ps(), xq, m, 32 * b, acc);
   }
 };
 
 struct Q4_0Format {
-  static constexpr int kPairs = 1;
-  static constexpr bool kMins = false;
-  static int64_t Groups(int64_t K) { return (K / 32 + 1) / 2; }
-  using Group = BlockPair;
-  static HWY_INLINE void Begin(const uint8_t* row, int64_t K, int64_t g, Group& s) {
-    s.b0 = row + 2 * g * kQ4_0Bytes;
-    s.second = 2 * g + 1 < K / 32;
-  }
-  static HWY_INLINE void Pair(const Group& s, int, __m512i& codes, __m512& scale) {
-    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.b0 + 2));
-    const __m128i hi = s.second ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.b0 + kQ4_0Bytes + 2))
-                                : _mm_setzero_si128();
-    // 128-bit lanes [lo, lo, hi, hi], then low nibbles in lanes 0 and 2, high in 1 and 3.
-    const __m512i both = _mm512_castsi256_si512(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
-    const __m512i dup = _mm512_permutexvar_epi64(_mm512_set_epi64(3, 2, 3, 2, 1, 0, 1, 0), both);
-    codes = _mm512_and_si512(_mm512_mask_blend_epi64(0xCC, dup, _mm512_srli_epi16(dup, 4)), Nibbles());
-    scale = PairScales(s, kQ4_0Bytes);
+  static constexpr int64_t kElems = 32;
+  template <int R>
+  static HWY_INLINE void Block(const ColumnGroup& g, int64_t b, const QuantizedRows& xq, int64_t m,
+                               __m512 (&acc)[R]) {
+    const int64_t off = b * kQ4_0Bytes;
+    __m512i t[4], codes[8];
+    Transpose16(g, off + 2, t);
+    for (int i = 0; i < 4; ++i) {
+      codes[i] = _mm512_and_si512(t[i], Nibbles());                            // elements 4i..
+      codes[4 + i] = _mm512_and_si512(_mm512_srli_epi16(t[i], 4), Nibbles());  // 16 + 4i..
+    }
+    Step<R, 8, true, false>(codes, F16Lanes(GatherDword(g, off)), _mm512_setzero_ps(), xq, m, 32 * b, acc);
   }
 };
 
 struct Q4_KFormat {
-  static constexpr int kPairs = 4;
-  static constexpr bool kMins = true;
-  static int64_t Groups(int64_t K) { return K / 256; }
-  struct Group {
-    const uint8_t* b;
-    __m512 scales;  // lanes 0..7: d * sc_j
-    __m512 mins;    // lanes 0..7: dmin * m_j, upper lanes 0
-  };
-  static HWY_INLINE void Begin(const uint8_t* row, int64_t, int64_t g, Group& s) {
-    s.b = row + g * kQ4_KBytes;
-    // The 12 packed bytes as words w0..w2: sc[0..3] = w0 & 63, m[0..3] = w1 & 63 (per byte),
-    // sc[4..7] = w2 low nibbles | w0 top bits << 4, m[4..7] = w2 high nibbles | w1 top bits << 4.
-    uint32_t w[3];
-    __builtin_memcpy(w, s.b + kQ4_KScales, 12);
-    const uint64_t sc = (w[0] & 0x3f3f3f3fu) |
-                        uint64_t{(w[2] & 0x0f0f0f0fu) | (((w[0] >> 6) & 0x03030303u) << 4)} << 32;
-    const uint64_t m = (w[1] & 0x3f3f3f3fu) |
-                       uint64_t{((w[2] >> 4) & 0x0f0f0f0fu) | (((w[1] >> 6) & 0x03030303u) << 4)} << 32;
-    uint16_t hd, hm;
-    __builtin_memcpy(&hd, s.b, 2);
-    __builtin_memcpy(&hm, s.b + 2, 2);
-    const __m512 sc_f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(sc))));
-    const __m512 m_f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(m))));
-    s.scales = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(hd)), sc_f);
-    s.mins = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(hm)), m_f);
-  }
-  static HWY_INLINE void Pair(const Group& s, int p, __m512i& codes, __m512& scale) {
-    const __m512i v = _mm512_broadcast_i64x4(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.b + kQ4_KQs + 32 * p)));
-    codes = _mm512_and_si512(_mm512_mask_blend_epi64(0xF0, v, _mm512_srli_epi16(v, 4)), Nibbles());
-    scale = _mm512_permutexvar_ps(PairScaleIndex(kQ4_KIndex, p), s.scales);
+  static constexpr int64_t kElems = 256;
+  template <int R>
+  static HWY_INLINE void Block(const ColumnGroup& g, int64_t b, const QuantizedRows& xq, int64_t m,
+                               __m512 (&acc)[R]) {
+    const int64_t off = b * kQ4_KBytes;
+    const __m512i dd = GatherDword(g, off);
+    const __m512 d = F16Lanes(dd), dmin = F16Lanes<true>(dd);
+    // The 12 packed scale bytes as words w0..w2 (see Q4KScaleMin): bytes j of sc_lo / m_lo
+    // are sub-blocks j < 4, bytes of sc_hi / m_hi sub-blocks 4 + j.
+    const __m512i w0 = GatherDword(g, off + kQ4_KScales), w1 = GatherDword(g, off + kQ4_KScales + 4);
+    const __m512i w2 = GatherDword(g, off + kQ4_KScales + 8);
+    const __m512i six = _mm512_set1_epi8(63), low4 = Nibbles(), top2 = _mm512_set1_epi8(3);
+    const __m512i sc_lo = _mm512_and_si512(w0, six), m_lo = _mm512_and_si512(w1, six);
+    const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(w2, low4),
+                                          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, 6), top2), 4));
+    const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 4), low4),
+                                         _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w1, 6), top2), 4));
+    const __m512i byte = _mm512_set1_epi32(0xFF);
+    for (int chunk = 0; chunk < 4; ++chunk) {
+      __m512i t[8];
+      Transpose32(g, off + kQ4_KQs + 32 * chunk, t);
+      for (int h = 0; h < 2; ++h) {
+        const int j = 2 * chunk + h;  // sub-block: low nibbles, then high nibbles
+        __m512i codes[8];
+        for (int i = 0; i < 8; ++i) codes[i] = _mm512_and_si512(h ? _mm512_srli_epi16(t[i], 4) : t[i], Nibbles());
+        const int shift = 8 * (j % 4);
+        const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? sc_lo : sc_hi, shift), byte);
+        const __m512i mn = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? m_lo : m_hi, shift), byte);
+        Step<R, 8, false, true>(codes, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)),
+                                _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn)), xq, m, 256 * b + 32 * j, acc);
+      }
+    }
   }
 };
 
 struct Q6_KFormat {
-  static constexpr int kPairs = 4;
-  static constexpr bool kMins = false;
-  static int64_t Groups(int64_t K) { return K / 256; }
-  struct Group {
-    const uint8_t* b;
-    __m512 scales;  // d * sc_g for the 16 groups of 16
-  };
-  static HWY_INLINE void Begin(const uint8_t* row, int64_t, int64_t g, Group& s) {
-    s.b = row + g * kQ6_KBytes;
-    uint16_t hd;
-    __builtin_memcpy(&hd, s.b + kQ6_KD, 2);
-    const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s.b + kQ6_KScales)));
-    s.scales = _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(hd)), _mm512_cvtepi32_ps(sc));
-  }
-  static HWY_INLINE void Pair(const Group& s, int p, __m512i& codes, __m512& scale) {
-    const int half = p / 2;
-    const __m512i ql = _mm512_loadu_si512(s.b + 64 * half);
-    const __m512i qh = _mm512_broadcast_i64x4(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.b + kQ6_KQh + 32 * half)));
-    // Pair 2h: low nibbles, qh bits 0-1 (bytes 0..31) and 2-3 (32..63); pair 2h+1: high
-    // nibbles, qh bits 4-5 and 6-7.
-    const __m512i low = p % 2 == 0 ? ql : _mm512_srli_epi16(ql, 4);
-    const __m512i shift = p % 2 == 0 ? _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1)
-                                     : _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
-    const __m512i high = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift), _mm512_set1_epi8(3)), 4);
-    codes = _mm512_or_si512(_mm512_and_si512(low, Nibbles()), high);
-    scale = _mm512_permutexvar_ps(PairScaleIndex(kQ6_KIndex, p), s.scales);
-  }
-};
-
-// y[r, c] for R x rows starting at m and C weight rows starting at n.
-template <class F, int R, int C>
-HWY_NOINLINE void QuantTile(const QuantizedRows& xq, int64_t m, const WeightRef& w, int64_t n,
-                            float* y, int64_t y_stride) {
-  __m512 acc[R][C];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-  const int64_t K = w.cols, lanes = xq.k_pad / 4, blocks = xq.k_pad / 32;
-  const int64_t groups = F::Groups(K);
-  for (int64_t g = 0; g < groups; ++g) {
-    typename F::Group grp[C];
-    for (int c = 0; c < C; ++c) F::Begin(w.Row(n + c), K, g, grp[c]);
-    for (int p = 0; p < F::kPairs; ++p) {
-      __m512i codes[C];
-      __m512 scale[C];
-      for (int c = 0; c < C; ++c) F::Pair(grp[c], p, codes[c], scale[c]);
-      const int64_t pair = g * F::kPairs + p;
-      for (int r = 0; r < R; ++r) {
-        const __m512i x = _mm512_loadu_si512(xq.Codes(m + r) + 64 * pair);
-        const __m512 xs = _mm512_loadu_ps(xq.lane_scale.data() + (m + r) * lanes + 16 * pair);
-        const __m512i init = _mm512_loadu_si512(xq.lane_init.data() + (m + r) * lanes + 16 * pair);
-        for (int c = 0; c < C; ++c) {
-          const __m512i sum = _mm512_dpbusd_epi32(init, codes[c], x);
-          acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(scale[c], xs), _mm512_cvtepi32_ps(sum), acc[r][c]);
+  static constexpr int64_t kElems = 256;
+  template <int R>
+  static HWY_INLINE void Block(const ColumnGroup& g, int64_t b, const QuantizedRows& xq, int64_t m,
+                               __m512 (&acc)[R]) {
+    const int64_t off = b * kQ6_KBytes;
+    const __m512 d = F16Lanes<true>(GatherDword(g, off + kQ6_KD - 2));  // d is the block's last 2 bytes
+    __m512i sc_words[4];  // int8 scales of groups 4i..4i+3
+    for (int i = 0; i < 4; ++i) sc_words[i] = GatherDword(g, off + kQ6_KScales + 4 * i);
+    const __m512i low4 = Nibbles(), two = _mm512_set1_epi8(3);
+    for (int half = 0; half < 2; ++half) {
+      __m512i a[8], bq[8], c[8];  // ql bytes 0-31, ql 32-63, qh 0-31 of this half
+      Transpose32(g, off + 64 * half, a);
+      Transpose32(g, off + 64 * half + 32, bq);
+      Transpose32(g, off + kQ6_KQh + 32 * half, c);
+      for (int quarter = 0; quarter < 4; ++quarter) {
+        // Quarter q: nibbles of a (q even) or bq (odd), low (q < 2) or high; qh bits 2q, 2q+1.
+        __m512i codes[8];
+        for (int i = 0; i < 8; ++i) {
+          const __m512i src = quarter % 2 == 0 ? a[i] : bq[i];
+          const __m512i lo = _mm512_and_si512(quarter < 2 ? src : _mm512_srli_epi16(src, 4), low4);
+          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(c[i], 2 * quarter), two);
+          codes[i] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+        }
+        for (int part = 0; part < 2; ++part) {
+          const int group = 8 * half + 2 * quarter + part;
+          const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(sc_words[group / 4], 24 - 8 * (group % 4)), 24);
+          Step<R, 4, true, false>(codes + 4 * part, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)), _mm512_setzero_ps(),
+                                  xq, m, 256 * b + 16 * group, acc);
         }
       }
     }
-    if constexpr (F::kMins) {
-      for (int r = 0; r < R; ++r) {
-        const __m512 bsum = _mm512_maskz_loadu_ps(0xFF, xq.block_sum.data() + (m + r) * blocks + 8 * g);
-        for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fnmadd_ps(grp[c].mins, bsum, acc[r][c]);
-      }
-    }
   }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) y[r * y_stride + c] = _mm512_reduce_add_ps(acc[r][c]);
-}
+};
 
+// y[r, c] for R activation rows from m and the columns of g.
 template <class F, int R>
-HWY_INLINE void QuantTileCols(int C, const QuantizedRows& xq, int64_t m, const WeightRef& w,
-                              int64_t n, float* y, int64_t y_stride) {
-  switch (C) {
-    case 4: return QuantTile<F, R, 4>(xq, m, w, n, y, y_stride);
-    case 3: return QuantTile<F, R, 3>(xq, m, w, n, y, y_stride);
-    case 2: return QuantTile<F, R, 2>(xq, m, w, n, y, y_stride);
-    default: return QuantTile<F, R, 1>(xq, m, w, n, y, y_stride);
-  }
+HWY_NOINLINE void GroupRows(const ColumnGroup& g, const QuantizedRows& xq, int64_t m, int64_t K,
+                            float* y, int64_t y_stride) {
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < K / F::kElems; ++b) F::template Block<R>(g, b, xq, m, acc);
+  const __mmask16 mask = static_cast<__mmask16>((1u << g.count) - 1);
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * y_stride, mask, acc[r]);
 }
 
 template <class F>
 void Avx3Columns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begin, int64_t n_end,
                  float* y) {
   const int64_t M = xq.rows, Nout = w.rows;
-  for (int64_t m0 = 0; m0 < M; m0 += kQRowBlock) {
-    const int64_t m_end = std::min(M, m0 + kQRowBlock);
-    for (int64_t n = n_begin; n < n_end; n += kQColTile) {
-      const int C = static_cast<int>(std::min(kQColTile, n_end - n));
-      for (int64_t m = m0; m < m_end; m += kQRowTile) {
-        float* yt = y + m * Nout + n;
-        switch (std::min(kQRowTile, m_end - m)) {
-          case 4: QuantTileCols<F, 4>(C, xq, m, w, n, yt, Nout); break;
-          case 3: QuantTileCols<F, 3>(C, xq, m, w, n, yt, Nout); break;
-          case 2: QuantTileCols<F, 2>(C, xq, m, w, n, yt, Nout); break;
-          default: QuantTileCols<F, 1>(C, xq, m, w, n, yt, Nout); break;
-        }
-      }
+  for (int64_t n = n_begin; n < n_end; n += kQCols) {
+    ColumnGroup g;
+    g.count = static_cast<int>(std::min(kQCols, n_end - n));
+    alignas(64) int32_t offsets[kQCols];
+    for (int c = 0; c < kQCols; ++c) {
+      g.row[c] = w.Row(n + std::min(c, g.count - 1));
+      offsets[c] = static_cast<int32_t>(g.row[c] - g.row[0]);
     }
+    g.offsets = _mm512_load_si512(offsets);
+    // Row tiles of 16, then 8, 4, 2, 1: any M in few passes over the group's (cached) weights.
+    int64_t m = 0;
+    for (; m + kQRowTile <= M; m += kQRowTile) GroupRows<F, kQRowTile>(g, xq, m, w.cols, y + m * Nout + n, Nout);
+    if (M - m >= 8) GroupRows<F, 8>(g, xq, m, w.cols, y + m * Nout + n, Nout), m += 8;
+    if (M - m >= 4) GroupRows<F, 4>(g, xq, m, w.cols, y + m * Nout + n, Nout), m += 4;
+    if (M - m >= 2) GroupRows<F, 2>(g, xq, m, w.cols, y + m * Nout + n, Nout), m += 2;
+    if (M - m >= 1) GroupRows<F, 1>(g, xq, m, w.cols, y + m * Nout + n, Nout);
   }
 }
 #endif  // HWY_TARGET == HWY_AVX3_DL
@@ -416,7 +443,7 @@ void MatMulQuantImpl(const float* x, int64_t M, const WeightRef& w, const float*
                      QuantizedRows& xq, ThreadPool& pool) {
   QuantizeActivations(x, M, w.cols, CodeOffset(w.dtype), xq);
   const int64_t Nout = w.rows;
-  ForColumnTasks(xq.rows, Nout, kQColTile, bias, y, pool,
+  ForColumnTasks(xq.rows, Nout, kQCols, bias, y, pool,
                  [&](int64_t n_begin, int64_t n_end) { Columns(xq, w, n_begin, n_end, y); });
 }
 
