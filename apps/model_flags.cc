@@ -23,9 +23,9 @@ void ModelFlags::Declare(Args& a) {
   a.Option("--prefill-chunk", &prefill_chunk, "N", "prompt rows per target forward pass");
   a.Option("--draft-window", &draft_window, "N", "bound the draft's context to a sink plus N recent tokens (0 = unbounded)");
   a.Option("--draft-sink", &draft_sink, "N", "draft context sink size when --draft-window is set");
-  a.Option("--target-quant", &target_quant, "none|q8_0|q4_0", "quantise the target's matrices at load time (also the embedding and LM head the draft shares)");
+  a.Option("--target-quant", &target_quant, "none|q8_0|q4_0|q4_k", "quantise the target's matrices at load time (also the embedding and LM head the draft shares)");
   a.Flag("--bf16-dot", &bf16_dot, "BF16 weights: round activations to bf16 and use native bf16 dot products (AVX512_BF16; faster, not bit-equal to the exact f32 path)");
-  a.Option("--draft-quant", &draft_quant, "none|q8_0|q4_0", "quantise the draft's own matrices at load time");
+  a.Option("--draft-quant", &draft_quant, "none|q8_0|q4_0|q4_k", "quantise the draft's own matrices at load time");
 }
 
 EngineOptions ModelFlags::Engine() const {

@@ -15,6 +15,7 @@
 #include "io/json_file.h"
 #include "io/quantize_store.h"
 #include "ops/ops.h"
+#include "ops/quant_blocks.h"
 
 namespace dflash {
 namespace {
@@ -77,7 +78,57 @@ TEST(QuantGoldens, QuantizeRowMatchesGgufBitForBit) {
   }
   std::vector<uint8_t> out(64);
   EXPECT_THROW(ops::QuantizeRow(std::vector<float>(48).data(), 48, DType::kQ8_0, out.data()), Error);
-  EXPECT_THROW(ops::QuantizeRow(std::vector<float>(256).data(), 256, DType::kQ4_K, out.data()), Error);
+  EXPECT_THROW(ops::QuantizeRow(std::vector<float>(256).data(), 256, DType::kQ6_K, out.data()), Error);
+  EXPECT_THROW(ops::QuantizeRow(std::vector<float>(288).data(), 288, DType::kQ4_K, out.data()), Error);
+}
+
+// Load-time Q4_K (our own min/max fit; the gguf package cannot write Q4_K): every element
+// decodes within half its sub-block's stored step plus one dmin (the 6-bit min is rounded
+// up, so the top of the range may fall short by less than dmin), the stored step is at most
+// one d above the fitted one, and the typical error is a fraction of a step.
+TEST(LoadTimeQuant, Q4_KRoundTripWithinSubBlockStep) {
+  const int64_t cols = 1024;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  std::vector<float> x(cols), back(cols);
+  std::vector<uint8_t> blocks(RowBytes(DType::kQ4_K, cols));
+  for (int trial = 0; trial < 20; ++trial) {
+    for (float& v : x) v = dist(rng);
+    for (int64_t i = trial; i < cols; i += 61) x[i] *= 20.0f;  // outliers
+    if (trial == 1) std::fill(x.begin(), x.begin() + 256, 0.0f);  // an all-zero super-block
+    if (trial == 2) for (float& v : x) v = std::fabs(v);           // no negative values
+    ops::QuantizeRow(x.data(), cols, DType::kQ4_K, blocks.data());
+    const WeightRef w{blocks.data(), DType::kQ4_K, 1, cols, blocks.size()};
+    ops::DequantizeRow(w, 0, back.data());
+    double sq = 0, steps = 0;
+    for (int64_t sb = 0; sb < cols / 256; ++sb) {
+      const uint8_t* blk = blocks.data() + sb * 144;
+      uint16_t hd, hm;
+      std::memcpy(&hd, blk, 2);
+      std::memcpy(&hm, blk + 2, 2);
+      for (int j = 0; j < 8; ++j) {
+        float lo = 0, hi = 0;
+        for (int i = 0; i < 32; ++i) {
+          lo = std::min(lo, x[256 * sb + 32 * j + i]);
+          hi = std::max(hi, x[256 * sb + 32 * j + i]);
+        }
+        int sc, mn;
+        quant::Q4KScaleMin(blk + quant::kQ4_KScales, j, &sc, &mn);
+        const double d = F16ToF32(hd), dmin = F16ToF32(hm), step = d * sc;
+        // The stored step is the fitted one rounded up to a whole d (f16 slack 1e-3).
+        ASSERT_LE(step, (hi - lo) / 15.0 + d * 1.001 + 1e-9) << "trial " << trial << " sub-block " << j;
+        const double bound = step / 2 * 1.001 + dmin * 1.001 + 1e-7;
+        for (int i = 0; i < 32; ++i) {
+          const int64_t k = 256 * sb + 32 * j + i;
+          const double err = std::fabs(double(back[k]) - x[k]);
+          ASSERT_LE(err, bound) << "trial " << trial << " element " << k << " d " << F16ToF32(hd);
+          sq += err * err;
+          steps += step;
+        }
+      }
+    }
+    if (steps > 0) EXPECT_LT(std::sqrt(sq / cols), 0.5 * steps / cols) << "trial " << trial;
+  }
 }
 
 // Random valid blocks: random bytes with finite, moderate f16 scales.
@@ -264,7 +315,8 @@ TEST(LoadTimeQuant, QuantizesBf16MatricesAndRejectsBadInput) {
   EXPECT_THROW(QuantizeMatrices(store, DType::kQ8_0, pool), Error);
   EXPECT_EQ(ParseWeightQuant("none", "--x"), std::nullopt);
   EXPECT_EQ(ParseWeightQuant("q8_0", "--x"), DType::kQ8_0);
-  EXPECT_THROW(ParseWeightQuant("q4_k", "--x"), Error);
+  EXPECT_EQ(ParseWeightQuant("q4_k", "--x"), DType::kQ4_K);
+  EXPECT_THROW(ParseWeightQuant("q6_k", "--x"), Error);
 }
 
 }  // namespace

@@ -9,7 +9,8 @@ std::optional<DType> ParseWeightQuant(const std::string& value, const std::strin
   if (value == "none") return std::nullopt;
   if (value == "q8_0") return DType::kQ8_0;
   if (value == "q4_0") return DType::kQ4_0;
-  Fail(flag, " must be none, q8_0 or q4_0, got '", value, "'");
+  if (value == "q4_k") return DType::kQ4_K;
+  Fail(flag, " must be none, q8_0, q4_0 or q4_k, got '", value, "'");
 }
 
 WeightRef QuantizeWeight(const WeightRef& w, DType to, std::vector<uint8_t>& bytes, ThreadPool& pool) {

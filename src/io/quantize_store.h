@@ -1,5 +1,5 @@
 // Load-time weight quantisation: every 2-D floating-point matrix of a model (projections,
-// embedding, LM head, the draft's fc) becomes Q8_0 or Q4_0, owned by its TensorStore; 1-D
+// embedding, LM head, the draft's fc) becomes Q8_0, Q4_0 or Q4_K, owned by its TensorStore; 1-D
 // tensors (norms, biases) stay as they are. Models bound afterwards see quantised WeightRefs.
 #pragma once
 
@@ -13,10 +13,10 @@
 
 namespace dflash {
 
-// "none" -> nullopt, "q8_0" -> Q8_0, "q4_0" -> Q4_0; throws Error naming `flag` otherwise.
+// "none" -> nullopt, "q8_0" / "q4_0" / "q4_k" -> that type; throws Error naming `flag` otherwise.
 std::optional<DType> ParseWeightQuant(const std::string& value, const std::string& flag);
 
-// Quantises an f32/bf16/f16 matrix (cols a multiple of 32) row by row into `bytes`; returns
+// Quantises an f32/bf16/f16 matrix (cols whole blocks) row by row into `bytes`; returns
 // the WeightRef over them.
 WeightRef QuantizeWeight(const WeightRef& w, DType to, std::vector<uint8_t>& bytes, ThreadPool& pool);
 

@@ -35,8 +35,9 @@ void AddInPlace(float* y, const float* x, int64_t n);
 // Block formats (Q8_0, Q4_0, Q4_K, Q6_K) decode bit-exactly as the gguf package does.
 void DequantizeRow(const WeightRef& w, int64_t row, float* out);
 
-// Quantises `cols` f32 values (a multiple of 32) to Q8_0 or Q4_0 blocks at `out`
-// (RowBytes(to, cols) bytes), bit-exactly as the gguf package's quantize().
+// Quantises `cols` f32 values (whole blocks) to Q8_0, Q4_0 or Q4_K blocks at `out`
+// (RowBytes(to, cols) bytes); Q8_0 and Q4_0 bit-exactly as the gguf package's quantize(),
+// Q4_K with a min/max fit (see ops/quantize.cc).
 void QuantizeRow(const float* x, int64_t cols, DType to, uint8_t* out);
 
 struct AttentionShape {
