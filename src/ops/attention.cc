@@ -47,17 +47,41 @@ HWY_INLINE float Dot(const float* a, const float* b, int dim) {
   return sum;
 }
 
-// acc = acc * scale + p * v, over dim floats.
-HWY_INLINE void ScaleAddScaled(float* acc, float scale, float p, const float* v, int dim) {
+// acc = acc * rescale, then acc += p[t - t0] * v[t] for keys t in [b, e) in order, over dim
+// floats. Each slice of the accumulator stays in registers for the whole tile (one load and
+// one store per tile, not per key); the per-element operation order is unchanged by that.
+HWY_INLINE void AccumulateTile(float* acc, float rescale, const float* p, const float* v,
+                               int64_t kv_stride, int64_t t0, int64_t b, int64_t e, int dim) {
   const hn::ScalableTag<float> d;
   const int N = static_cast<int>(hn::Lanes(d));
-  const auto vs = hn::Set(d, scale), vp = hn::Set(d, p);
+  const auto vs = hn::Set(d, rescale);
   int i = 0;
-  for (; i + N <= dim; i += N) {
-    const auto a = hn::Mul(hn::LoadU(d, acc + i), vs);
-    hn::StoreU(hn::MulAdd(vp, hn::LoadU(d, v + i), a), d, acc + i);
+  for (; i + 4 * N <= dim; i += 4 * N) {
+    auto a0 = hn::Mul(hn::LoadU(d, acc + i), vs), a1 = hn::Mul(hn::LoadU(d, acc + i + N), vs);
+    auto a2 = hn::Mul(hn::LoadU(d, acc + i + 2 * N), vs), a3 = hn::Mul(hn::LoadU(d, acc + i + 3 * N), vs);
+    for (int64_t t = b; t < e; ++t) {
+      const auto pt = hn::Set(d, p[t - t0]);
+      const float* vt = v + t * kv_stride + i;
+      a0 = hn::MulAdd(pt, hn::LoadU(d, vt), a0);
+      a1 = hn::MulAdd(pt, hn::LoadU(d, vt + N), a1);
+      a2 = hn::MulAdd(pt, hn::LoadU(d, vt + 2 * N), a2);
+      a3 = hn::MulAdd(pt, hn::LoadU(d, vt + 3 * N), a3);
+    }
+    hn::StoreU(a0, d, acc + i);
+    hn::StoreU(a1, d, acc + i + N);
+    hn::StoreU(a2, d, acc + i + 2 * N);
+    hn::StoreU(a3, d, acc + i + 3 * N);
   }
-  for (; i < dim; ++i) acc[i] = acc[i] * scale + p * v[i];
+  for (; i + N <= dim; i += N) {
+    auto a = hn::Mul(hn::LoadU(d, acc + i), vs);
+    for (int64_t t = b; t < e; ++t) a = hn::MulAdd(hn::Set(d, p[t - t0]), hn::LoadU(d, v + t * kv_stride + i), a);
+    hn::StoreU(a, d, acc + i);
+  }
+  for (; i < dim; ++i) {
+    float a = acc[i] * rescale;
+    for (int64_t t = b; t < e; ++t) a = a + p[t - t0] * v[t * kv_stride + i];
+    acc[i] = a;
+  }
 }
 
 // exp(s[j] - max) for the kKeyTile scores of a tile, vectorised (padding lanes are -inf -> 0).
@@ -126,15 +150,9 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
           const float new_max = std::max(st.max, tile_max);
           const float rescale = std::exp(st.max - new_max);  // 0 on the first tile
           ExpShifted(s, new_max);
-          float* a = acc + pair * hd;
           float tile_sum = 0.0f;
-          bool first = true;
-          for (int64_t t = b; t < e; ++t) {
-            const float p = s[t - t0];
-            tile_sum += p;
-            ScaleAddScaled(a, first ? rescale : 1.0f, p, v_head + t * kv_stride, hd);
-            first = false;
-          }
+          for (int64_t t = b; t < e; ++t) tile_sum += s[t - t0];
+          AccumulateTile(acc + pair * hd, rescale, s, v_head, kv_stride, t0, b, e, hd);
           st.sum = st.sum * rescale + tile_sum;
           st.max = new_max;
         }
