@@ -1,6 +1,7 @@
 // dflash bench: plain decoding vs DFlash on the same prompts in one run (warm-up, repeats,
-// interleaved so drift hits both modes alike), and --verify-cost: t(rows)/t(1) of target
-// passes at chosen context lengths, the number that decides whether DFlash can pay here.
+// interleaved so drift hits both modes alike); --verify-cost: t(rows)/t(1) of target
+// passes at chosen context lengths, the number that decides whether DFlash can pay here;
+// --roofline: that curve plus measured memory bandwidth, decode % of roofline and prefill.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "bench/machine.h"
+#include "bench/roofline.h"
 #include "bench/verify_cost.h"
 #include "commands.h"
 #include "core/error.h"
@@ -214,15 +216,17 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
   return with_draft && gen.sampling.greedy() && !total_spec.identical ? 3 : 0;
 }
 
+// Progress lines on stderr (filling a 16k KV cache takes minutes).
+const auto kProgress = [](const char* what, int done, int total) {
+  std::fprintf(stderr, "\r%s %d/%d   ", what, done, total);
+  if (done == total) std::fprintf(stderr, "\n");
+};
+
 int VerifyCost(dflash::Engine& engine, const ModelFlags& mf, const std::string& contexts_text,
                const std::string& rows_text, int repeats, const std::string& json_path) {
   std::vector<int> contexts = ParseIntList(contexts_text, "--contexts");
   std::vector<int> rows = ParseIntList(rows_text, "--rows");
-  const auto progress = [](const char* what, int done, int total) {
-    std::fprintf(stderr, "\r%s %d/%d   ", what, done, total);
-    if (done == total) std::fprintf(stderr, "\n");
-  };
-  const std::vector<VerifyCostPoint> pts = MeasureVerifyCost(engine.target(), contexts, rows, repeats, progress);
+  const std::vector<VerifyCostPoint> pts = MeasureVerifyCost(engine.target(), contexts, rows, repeats, kProgress);
   const MachineInfo machine = DescribeMachine();
   std::printf("%s | %s | %d threads | target %s\n", machine.cpu.c_str(), machine.simd_target.c_str(),
               engine.threads(), mf.model.c_str());
@@ -245,6 +249,71 @@ int VerifyCost(dflash::Engine& engine, const ModelFlags& mf, const std::string& 
   return 0;
 }
 
+int Roofline(dflash::Engine& engine, const ModelFlags& mf, const RooflineOptions& opt, const std::string& json_path) {
+  const RooflineResult r = MeasureRoofline(engine.target(), engine.pool(), opt, kProgress);
+  const MachineInfo machine = DescribeMachine();
+  std::printf("%s | %s | %d threads | target %s (%s)\n", machine.cpu.c_str(), machine.simd_target.c_str(),
+              engine.threads(), mf.model.c_str(), mf.target_quant.c_str());
+  std::printf("read bandwidth %.2f GB/s median, %.2f best (%d passes over %.0f MiB)\n", r.bandwidth.median_gbs,
+              r.bandwidth.best_gbs, r.bandwidth.passes, r.bandwidth.bytes / 1048576.0);
+  std::printf("prefill %.1f tok/s (%d tokens from empty, chunks of %d)\n", r.prefill_tok_s, opt.prefill_tokens,
+              engine.target().max_rows());
+  std::printf("%8s %10s %9s %12s %8s %10s\n", "context", "t(1) ms", "tok/s", "MB/token", "GB/s", "roofline");
+  for (const DecodePoint& d : r.decode) {
+    std::printf("%8d %10.2f %9.2f %12.1f %8.2f %9.1f%%\n", d.context, d.ms, d.tok_s, d.bytes / 1e6, d.gbs,
+                d.roofline_pct);
+  }
+  std::printf("verify cost t(rows)/t(1):\n%8s", "context");
+  std::vector<int> rows;
+  for (const VerifyCostPoint& p : r.verify)
+    if (std::find(rows.begin(), rows.end(), p.rows) == rows.end()) rows.push_back(p.rows);
+  for (int n : rows) std::printf(" %6d", n);
+  std::printf("\n");
+  Json verify = Json::object(), points = Json::array();
+  for (const DecodePoint& d : r.decode) {
+    std::printf("%8d", d.context);
+    Json curve = Json::object();
+    for (const VerifyCostPoint& p : r.verify) {
+      if (p.context != d.context) continue;
+      std::printf(" %6.2f", p.ratio);
+      curve[std::to_string(p.rows)] = p.ratio;
+      points.push_back(Json{{"context", p.context}, {"rows", p.rows}, {"ms", p.ms}, {"ms_min", p.ms_min},
+                            {"ms_max", p.ms_max}, {"ratio", p.ratio}});
+    }
+    std::printf("\n");
+    verify[std::to_string(d.context)] = curve;
+  }
+  std::printf("peak RSS %.0f MiB\n", PeakRssMiB());
+  if (!json_path.empty()) {
+    Json decode = Json::array();
+    for (const DecodePoint& d : r.decode) {
+      decode.push_back(Json{{"context", d.context}, {"ms", d.ms}, {"tok_s", d.tok_s}, {"bytes", d.bytes},
+                            {"gbs", d.gbs}, {"roofline_pct", d.roofline_pct}});
+    }
+    const DecodePoint& first = r.decode.front();  // the shortest context
+    Json j{{"machine", MachineJson(machine, engine.threads())},
+           {"model", mf.model},
+           {"target_quant", mf.target_quant},
+           {"repeats", opt.repeats},
+           {"bandwidth_gbs", r.bandwidth.median_gbs},
+           {"bandwidth_best_gbs", r.bandwidth.best_gbs},
+           {"decode_context", first.context},
+           {"decode_tok_s", first.tok_s},
+           {"decode_roofline_pct", first.roofline_pct},
+           {"decode", decode},
+           {"prefill_tokens", opt.prefill_tokens},
+           {"prefill_tok_s", r.prefill_tok_s},
+           {"verify_cost", verify},
+           {"verify_points", points},
+           {"peak_rss_mib", PeakRssMiB()}};
+    std::ofstream out(json_path);
+    if (!out) Fail(json_path, ": cannot write");
+    out << j.dump(2) << "\n";
+    std::printf("wrote %s\n", json_path.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int Bench(int argc, char** argv) {
@@ -252,33 +321,47 @@ int Bench(int argc, char** argv) {
   mf.no_eos = true;  // fixed-length runs, so both modes time the same number of tokens
   mf.spec_policy = "always";  // raw DFlash against plain; --spec-policy adaptive measures the policy
   std::string prompts_path, json_path, contexts = "512,8192", rows = "1,2,4,8,16,32";
-  int warmup = 1, repeats = 3;
-  bool verify_cost = false;
+  int warmup = 1, repeats = 3, bandwidth_mib = 1024, prefill_tokens = 512;
+  bool verify_cost = false, roofline = false;
   Args args("bench",
             "Benchmark plain decoding against DFlash on the same prompts in one run (fixed length,\n"
             "warm-up, interleaved repeats), or with --verify-cost time target passes of several row\n"
-            "counts at several context lengths.");
+            "counts at several context lengths, or with --roofline also measure memory bandwidth, decode\n"
+            "% of the bandwidth roofline and prefill speed.");
   mf.Declare(args);
   args.Option("--prompts", &prompts_path, "FILE", "JSONL prompts: {\"name\": ..., \"prompt_ids\": [...]} per line");
   args.Option("--warmup", &warmup, "N", "untimed warm-up rounds");
   args.Option("--repeats", &repeats, "N", "timed rounds (median and min-max reported)");
   args.Option("--json", &json_path, "FILE", "also write the results as JSON");
   args.Flag("--verify-cost", &verify_cost, "time t(rows)/t(1) target passes instead of generating");
-  args.Option("--contexts", &contexts, "LIST", "context lengths for --verify-cost");
-  args.Option("--rows", &rows, "LIST", "row counts for --verify-cost");
+  args.Flag("--roofline", &roofline, "bandwidth, decode % of roofline, prefill and the verify cost curve");
+  args.Option("--contexts", &contexts, "LIST", "context lengths for --verify-cost / --roofline (512,4096,16384)");
+  args.Option("--rows", &rows, "LIST", "row counts for --verify-cost / --roofline");
+  args.Option("--bandwidth-mib", &bandwidth_mib, "N", "--roofline: MiB streamed by the bandwidth probe");
+  args.Option("--prefill-tokens", &prefill_tokens, "N", "--roofline: tokens prefilled from empty");
   if (!args.Parse(argc, argv)) return 0;
   if (repeats < 1 || warmup < 0) Fail("--repeats must be >= 1 and --warmup >= 0");
 
-  if (verify_cost) {
+  if (verify_cost && roofline) Fail("--verify-cost and --roofline are alternatives (--roofline includes the curve)");
+  if (roofline && !args.Given("--contexts")) contexts = "512,4096,16384";
+  if (verify_cost || roofline) {
     mf.mode = "ar";
     const std::vector<int> ctx_list = ParseIntList(contexts, "--contexts");
     const std::vector<int> row_list = ParseIntList(rows, "--rows");
     const int max_ctx = *std::max_element(ctx_list.begin(), ctx_list.end());
     const int max_rows = *std::max_element(row_list.begin(), row_list.end());
-    if (!args.Given("--ctx")) mf.ctx = max_ctx + max_rows;
+    if (!args.Given("--ctx")) mf.ctx = std::max(max_ctx + max_rows, roofline ? prefill_tokens : 0);
     mf.prefill_chunk = std::max(mf.prefill_chunk, max_rows);
+    if (bandwidth_mib < 1) Fail("--bandwidth-mib must be at least 1, got ", bandwidth_mib);
     dflash::Engine engine(mf.Engine());
-    return VerifyCost(engine, mf, contexts, rows, repeats, json_path);
+    if (!roofline) return VerifyCost(engine, mf, contexts, rows, repeats, json_path);
+    RooflineOptions opt;
+    opt.contexts = ctx_list;
+    opt.rows = row_list;
+    opt.repeats = repeats;
+    opt.bandwidth_bytes = int64_t{bandwidth_mib} << 20;
+    opt.prefill_tokens = prefill_tokens;
+    return Roofline(engine, mf, opt, json_path);
   }
   dflash::Engine engine(mf.Engine());
   const GenerateOptions gen = mf.Generation(args, engine);

@@ -124,6 +124,20 @@ void Qwen3Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
   ops::MatMul(xn_.data() + (first - normed) * H, n - first, lm_head_, nullptr, logits_.data(), pool_);
 }
 
+int64_t Qwen3Model::DecodeBytes(int ctx) const {
+  const auto bytes = [](const WeightRef& w) { return w.rows * static_cast<int64_t>(w.row_bytes); };
+  int64_t total = bytes(lm_head_) + static_cast<int64_t>(embed_.row_bytes);
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    const DecoderLayerWeights& w = layers_[l];
+    for (const WeightRef* m : {&w.q_proj, &w.k_proj, &w.v_proj, &w.o_proj, &w.gate_proj, &w.up_proj, &w.down_proj})
+      total += bytes(*m);
+    const int window = cfg_.layer_window[l];
+    const int64_t keys = window > 0 ? std::min(ctx + 1, window) : ctx + 1;
+    total += 2 * keys * kv_dim_ * static_cast<int64_t>(sizeof(float));
+  }
+  return total;
+}
+
 void Qwen3Model::Capture(int layer, const float* rows, int n) {
   const int64_t H = cfg_.hidden_size;
   for (size_t f = 0; f < options_.capture_layers.size(); ++f) {

@@ -35,6 +35,7 @@ class Qwen3Model final : public TargetModel {
   std::span<const int> capture_layers() const override { return options_.capture_layers; }
   const WeightRef& embedding() const override { return embed_; }
   const WeightRef& lm_head() const override { return lm_head_; }
+  int64_t DecodeBytes(int ctx) const override;
 
   size_t kv_bytes() const { return (k_cache_.size() + v_cache_.size()) * sizeof(float); }
 

@@ -34,6 +34,10 @@ class TargetModel {
   // The token embedding table and LM head, which a DFlash draft borrows.
   virtual const WeightRef& embedding() const = 0;
   virtual const WeightRef& lm_head() const = 0;
+  // Bytes one decode step at context `ctx` must read from memory: every matrix once (the LM
+  // head included; the embedding only for one row) plus every layer's K and V for the
+  // positions it attends to. The numerator of the memory roofline.
+  virtual int64_t DecodeBytes(int ctx) const = 0;
 };
 
 }  // namespace dflash

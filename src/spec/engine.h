@@ -55,6 +55,7 @@ class Engine {
   const GenerationDefaults& defaults() const { return defaults_; }
   const EngineOptions& options() const { return options_; }
   int threads() const { return pool_.size(); }
+  ThreadPool& pool() { return pool_; }
   size_t cache_bytes() const;
   TargetModel& target() { return *target_; }
   Drafter* drafter() { return draft_.get(); }
