@@ -47,6 +47,29 @@ HWY_INLINE float Dot(const float* a, const float* b, int dim) {
   return sum;
 }
 
+// Dot(q, k + i * stride, dim) for i < 4, bit for bit: each key keeps its own accumulator and
+// order; computing four at once only gives the FMA units four independent chains to overlap.
+HWY_INLINE void Dot4(const float* q, const float* k, int64_t stride, int dim, float* out) {
+  const hn::ScalableTag<float> d;
+  const int N = static_cast<int>(hn::Lanes(d));
+  auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  int i = 0;
+  for (; i + N <= dim; i += N) {
+    const auto qv = hn::LoadU(d, q + i);
+    a0 = hn::MulAdd(qv, hn::LoadU(d, k + i), a0);
+    a1 = hn::MulAdd(qv, hn::LoadU(d, k + stride + i), a1);
+    a2 = hn::MulAdd(qv, hn::LoadU(d, k + 2 * stride + i), a2);
+    a3 = hn::MulAdd(qv, hn::LoadU(d, k + 3 * stride + i), a3);
+  }
+  out[0] = hn::GetLane(hn::SumOfLanes(d, a0));
+  out[1] = hn::GetLane(hn::SumOfLanes(d, a1));
+  out[2] = hn::GetLane(hn::SumOfLanes(d, a2));
+  out[3] = hn::GetLane(hn::SumOfLanes(d, a3));
+  for (; i < dim; ++i) {
+    for (int j = 0; j < 4; ++j) out[j] += q[i] * k[j * stride + i];
+  }
+}
+
 // acc = acc * rescale, then acc += p[t - t0] * v[t] for keys t in [b, e) in order, over dim
 // floats. Each slice of the accumulator stays in registers for the whole tile (one load and
 // one store per tile, not per key); the per-element operation order is unchanged by that.
@@ -140,12 +163,19 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
           const float* qh = q + m * q_stride + static_cast<int64_t>(h) * hd;
           const int64_t pair = (m - m0) * group + g;
           float tile_max = -std::numeric_limits<float>::infinity();
-          for (int j = 0; j < kKeyTile; ++j) {
+          for (int j = 0; j < kKeyTile;) {
             const int64_t t = t0 + j;
-            s[j] = (t >= b && t < e) ? Dot(qh, k_head + t * kv_stride, hd) * shape.scale
-                                     : -std::numeric_limits<float>::infinity();
-            tile_max = std::max(tile_max, s[j]);
+            if (t >= b && t + 4 <= e && j + 4 <= kKeyTile) {
+              Dot4(qh, k_head + t * kv_stride, kv_stride, hd, s + j);
+              for (int i = 0; i < 4; ++i) s[j + i] *= shape.scale;
+              j += 4;
+            } else {
+              s[j] = (t >= b && t < e) ? Dot(qh, k_head + t * kv_stride, hd) * shape.scale
+                                       : -std::numeric_limits<float>::infinity();
+              ++j;
+            }
           }
+          for (int j = 0; j < kKeyTile; ++j) tile_max = std::max(tile_max, s[j]);
           RowState& st = state[pair];
           const float new_max = std::max(st.max, tile_max);
           const float rescale = std::exp(st.max - new_max);  // 0 on the first tile
