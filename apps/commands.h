@@ -5,5 +5,6 @@ namespace dflash::app {
 
 int Generate(int argc, char** argv);
 int Bench(int argc, char** argv);
+int Template(int argc, char** argv);
 
 }  // namespace dflash::app

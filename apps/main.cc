@@ -19,6 +19,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"generate", dflash::app::Generate, "generate text, plain or with DFlash speculative decoding"},
     {"bench", dflash::app::Bench, "plain vs DFlash on the same prompts, in one run"},
+    {"template", dflash::app::Template, "render a model's chat template over a conversation"},
 };
 
 void PrintUsage(FILE* out) {
