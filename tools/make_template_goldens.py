@@ -346,6 +346,34 @@ SNIPPETS = [
     ("{% set j = joiner(', ') %}{% for x in [1, 2, 3] %}{{ j() }}{{ x }}{% endfor %}", {}),
     ("{{ messages[::-1]|map(attribute='role')|join(',') }} {{ (messages|length - 1) - 0 }}", {"messages": [{"role": "a"}, {"role": "b"}]}),
     ("{{ 'x' if 'y' in 'xyz' and 1 is odd else 'z' }} {{ [1, 2][1:] + [3] }} {{ (1, 2) + (3,) }} {{ [1] + [2] == [1, 2] }}", {}),
+    # precedence, scoping and formatting corners
+    ("{% macro m(a, b=a + 1) %}{{ a }}{{ b }}{% endmacro %}{{ m(1) }} {{ m(1, 5) }}", {}),
+    ("{% macro m(x) %}{% set x = x * 2 %}{{ x }}{% endmacro %}{% set x = 'outer' %}{{ m(3) }} {{ x }}", {}),
+    ("{% for x in [1] %}{% endfor %}[{{ x }}] {% for a in [1, 2] %}{% set outer = loop %}{% for b in [1] %}{{ outer.index }}{{ loop.index }}{% endfor %}{% endfor %}", {}),
+    ("  {# lone comment #}\n\t {% if true %}\n\tx\n {% endif %}\n{{- ' y ' -}}\n  z", {}),
+    ("{{ [1, 2,] }} {{ {'a': 1,} }} {{ (1,) + (2,) }} {{ 'a' ~ 'b' in 'xab' }} {{ not 1 == 2 }} {{ -2 ** 2 }} {{ 10 - 2 - 3 }} {{ 2 ** 3 ** 2 }}", {}),
+    ("{{ 'abc' * 0 }}|{{ 3 * 'ab' }} {{ 7.5 // 2 }} {{ -7.5 % 2 }} {{ 7 % -3 }} {{ -7 // -2 }} {{ 1 == true }} {{ [] == [] }} {{ {'a': 1} == {'a': 1} }} {{ 'a' < 'B' }}", {}),
+    ("{{ 1.10 }} {{ 123456789.123456789 }} {{ 1e100 }} {{ 5e-324 }} {{ 0.1 * 3 }} {{ 1 / 3 }} {{ 2.0 ** 0.5 }} {{ 10 / 4 }} {{ 1e22|tojson }} {{ 2 ** 62 }} {{ -0.0 }} {{ 1e15 }} {{ 0.0001 }}", {}),
+    ("{{ ['\\x00', '\\u200b', 'é', '\\x7f', '\\u00a0', '\\U0001F600', 'a\\\\b', '\\r'] }}", {}),
+    ("{{ 'a\\'b' }} {{ '\\U0001F600' }} {{ '\\101\\x42' }} {{ 'no\\qescape' }} {{ \"dq\\\"s\" }}", {}),
+    ("{{ x|default(none) is none }} {{ u is defined and u.x }} {% if u %}T{% else %}F{% endif %} {{ 'yes' if u is defined }}|", {}),
+    ("{{ (messages|selectattr('role', 'equalto', 'user')|list|last).content }} {{ messages|map(attribute='content')|map('length')|list }} {{ messages|sort(attribute='role,content')|map(attribute='content')|join }}", {"messages": [{"role": "user", "content": "aa"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]}),
+    ("{% for k, v in {'x': 1, 'y': 2}.items() %}{{ k }}{{ v }}{% endfor %} {% for p in d.items() %}{{ p[0] }}{% endfor %} {% for k in d if d[k] > 1 %}{{ k }}{% endfor %} {{ {'a': 1}.a }}", {"d": {"p": 1, "q": 2}}),
+    ("{{ 'Hello World'|lower|replace('world', 'there')|title }} {{ '\\u3000x\\u3000'|trim }}| {{ 'x'|tojson|safe }} {{ ('<a>'|safe)|tojson }} {{ range(3)|list|tojson }}", {}),
+    ("{{ tools is iterable }} {{ tools is not mapping }} {{ tools is none }} {{ tools|length if tools else 0 }}", {"tools": None}),
+    ("{{ loop.index if loop is defined else 'no loop' }} {{ x }}\n{{ x }}", {"x": 1}),
+    ("{% macro m() -%}\n  body\n{%- endmacro %}[{{- m() -}}] [{{ m() }}]", {}),
+    ("{% set counter = namespace(value=0) %}{% macro bump() %}{% set counter.value = counter.value + 1 %}{{ counter.value }}{% endmacro %}{{ bump() }}{{ bump() }}{{ counter.value }}", {}),
+    ("{{ ['b', 'A', 'a', 'B']|unique|list }} {{ ['Éb', 'éa']|sort }} {{ {'B': 1, 'a': 2}|dictsort(true) }} {{ [2, 1.5, true]|sort }}", {}),
+    ("{{ 'x' is in 'xyz' }} {{ 5 is divisibleby 2.5 }} {{ 4.0 is even }} {{ 1 is odd }} {{ none is string }} {{ 1.5 is integer }} {{ '1' is number }}", {}),
+    ("{% set a, b = 'xy' %}{{ b }}{{ a }} {% set t = (1, 2) %}{{ t[0] }}{{ t[-1] }}{{ t|length }}{{ t[1:] }}", {}),
+    ("{{ d.tools|length }} {{ d.content is none }} {{ d.content|string }} {{ d.items|length }}", {"d": {"tools": [], "content": None, "items": [1, 2]}}),
+    ("{{ '%s|%s' % ('a', 'b') }} {{ '%d%%' % 50 }} {{ '%05.1f' % 3.14159 }} {{ '%-5s|' % 'ab' }} {{ '%+d' % 5 }}", {}),
+    ("{{ m.content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') }}|{{ m.content.split('</think>')[-1].lstrip('\\n') }}", {"m": {"content": "<think>\nreason\n</think>\n\nanswer"}}),
+    ("{{ 'a' if true else 'b' if false else 'c' }} {{ 1 if none else 2 if 0 else 3 }} {{ [1, 2] if true }}", {}),
+    ("{{ [1, [2, [3, {'k': (4, 5)}]]]|tojson }} {{ {'k': {'n': []}}|tojson(indent=1) }} {{ 'line\\nbreak'|tojson(indent=2) }}", {}),
+    ("{% filter upper %}{% for x in ['a', 'b'] %}{{ x }}{% endfor %}{% endfilter %} {% set s %}{% for x in [1, 2] %}{{ x }}{% endfor %}{% endset %}{{ s|length }}", {}),
+    ("{{ messages[0].content[0].text }} {{ messages[0].content[1]['type'] }} {{ 'image' in messages[0].content[1] }} {{ 'text' in messages[0].content[1] }}", {"messages": [{"content": [{"type": "text", "text": "hi"}, {"type": "image"}]}]}),
     # errors transformers raises; the engine must raise too
     ("{{ 1 + 'a' }}", {}),
     ("{{ 'a' + 1 }}", {}),
@@ -364,6 +392,15 @@ SNIPPETS = [
     ("{{ undefined_var[0] }}", {}),
     ("{{ u.items() }}", {}),
     ("{{ x|dictsort }}", {"x": [1, 2]}),
+]
+
+
+# Templates Python renders but dflash deliberately refuses with an error, because matching would
+# need CPython internals; each says why. The test checks that these fail loudly.
+REFUSED = [
+    ("{{ 'x'.upper }}", {}, "printing a bound method shows a CPython memory address"),
+    ("{{ 2 ** 64 }}", {}, "integers beyond 64 bits"),
+    ("{{ 'x'|items }}", {}, "printing a generator shows a CPython memory address"),
 ]
 
 
@@ -413,6 +450,7 @@ def main():
         errors = sum("error" in r for r in golden["renders"])
         print(f"{filename}: {len(golden['renders'])} renders ({errors} raise)")
     snippets = [{"template": src, "vars": v, **render_snippet(src, v)} for src, v in SNIPPETS]
+    snippets += [{"template": src, "vars": v, **render_snippet(src, v), "dflash_refuses": why} for src, v, why in REFUSED]
     write(os.path.join(args.out, "snippets.json"), {"now": NOW.isoformat(), "snippets": snippets})
     print(f"snippets: {len(snippets)} ({sum('error' in s for s in snippets)} raise)")
     write(os.path.join(args.out, "tokenizer_qwen3.json"), tokenizer_goldens(args.tokenizer))

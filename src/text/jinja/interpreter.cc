@@ -84,6 +84,8 @@ class Interpreter {
       throw LocatedError(e.line, std::string("template raised an exception: ") + err.what());
     } catch (const Error& err) {
       throw LocatedError(e.line, err.what());
+    } catch (const std::exception& err) {  // a bug of ours, reported rather than crashing the caller
+      throw LocatedError(e.line, std::string("internal error: ") + err.what());
     }
   }
 
@@ -148,6 +150,8 @@ class Interpreter {
       throw LocatedError(s.line, std::string("template raised an exception: ") + err.what());
     } catch (const Error& err) {
       throw LocatedError(s.line, err.what());
+    } catch (const std::exception& err) {
+      throw LocatedError(s.line, std::string("internal error: ") + err.what());
     }
   }
 

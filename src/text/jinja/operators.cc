@@ -230,8 +230,18 @@ std::string PercentFormat(const std::string& format, const Value& args) {
     }
     char buf[512];
     if (conv == 's' || conv == 'r') {
-      if (spec != "%") Fail("'%' format: width/precision for %", std::string(1, conv), " is not supported");
-      out += conv == 's' ? ToStr(*arg) : Repr(*arg);
+      // Only a width (optionally left-aligned) is supported for text; it counts code points.
+      const bool left = spec.find('-') != std::string::npos;
+      const size_t width_at = spec.find_first_not_of("%-");
+      const std::string digits = width_at == std::string::npos ? "" : spec.substr(width_at);
+      if (digits.find_first_not_of("0123456789") != std::string::npos) {
+        Fail("'%' format: flags/precision for %", std::string(1, conv), " are not supported");
+      }
+      const std::string text = conv == 's' ? ToStr(*arg) : Repr(*arg);
+      const size_t width = digits.empty() ? 0 : std::stoul(digits);
+      const size_t len = py::Length(text);
+      const std::string pad = width > len ? std::string(width - len, ' ') : "";
+      out += left ? text + pad : pad + text;
     } else if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X' || conv == 'o') {
       if (!arg->is_number()) Fail("'%' format: %", std::string(1, conv), " format requires a number, not ", arg->TypeName());
       const long long v = arg->is_float() ? static_cast<long long>(std::trunc(arg->as_float())) : arg->as_int();
