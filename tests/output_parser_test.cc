@@ -234,7 +234,7 @@ TEST(OutputFormatDetection, ShippedTemplates) {
   const std::string qwen35 = ReadTemplate("Qwen3.5-4B.jinja");
   const ChatTemplate t35({{"default", qwen35}}, OJson::object(), "Qwen3.5");
   const OJson user = OJson::parse(R"([{"role": "user", "content": "hi"}])");
-  EXPECT_TRUE(DetectOutputFormat(qwen35, t35.Render(user, nullptr, true)).starts_in_reasoning);
+  EXPECT_TRUE(DetectOutputFormat(t35.Selected(false).source(), t35.Render(user, nullptr, true)).starts_in_reasoning);
   EXPECT_FALSE(
       DetectOutputFormat(qwen35, t35.Render(user, nullptr, true, OJson{{"enable_thinking", false}})).starts_in_reasoning);
 }

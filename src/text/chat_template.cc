@@ -103,7 +103,7 @@ std::vector<std::string> ChatTemplate::names() const {
   return out;
 }
 
-const jinja::Template& ChatTemplate::Select(bool has_tools) const {
+const jinja::Template& ChatTemplate::Selected(bool has_tools) const {
   if (has_tools && templates_.count("tool_use")) return templates_.at("tool_use");
   if (templates_.count("default")) return templates_.at("default");
   std::string names;
@@ -113,7 +113,7 @@ const jinja::Template& ChatTemplate::Select(bool has_tools) const {
 
 std::string ChatTemplate::Render(const OJson& messages, const OJson& tools, bool add_generation_prompt,
                                  const OJson& kwargs, const jinja::RenderOptions& options) const {
-  return RenderWith(Select(!tools.is_null()), messages, tools, add_generation_prompt, kwargs, options);
+  return RenderWith(Selected(!tools.is_null()), messages, tools, add_generation_prompt, kwargs, options);
 }
 
 std::string ChatTemplate::RenderNamed(const std::string& name, const OJson& messages, const OJson& tools,

@@ -40,13 +40,14 @@ class ChatTemplate {
                           const nlohmann::ordered_json& kwargs = nlohmann::ordered_json::object(),
                           const jinja::RenderOptions& options = {}) const;
 
+  // The template Render() uses (transformers' get_chat_template): "tool_use" when tools are
+  // given and it exists, else "default". Its source() feeds DetectOutputFormat.
+  const jinja::Template& Selected(bool has_tools) const;
+
   std::vector<std::string> names() const;
   const nlohmann::ordered_json& special_tokens() const { return special_tokens_; }
 
  private:
-  // transformers' get_chat_template: "tool_use" when tools are given and it exists, else
-  // "default".
-  const jinja::Template& Select(bool has_tools) const;
   std::string RenderWith(const jinja::Template& t, const nlohmann::ordered_json& messages,
                          const nlohmann::ordered_json& tools, bool add_generation_prompt,
                          const nlohmann::ordered_json& kwargs, const jinja::RenderOptions& options) const;

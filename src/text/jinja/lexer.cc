@@ -343,8 +343,12 @@ class Lexer {
     if (src_[start] == '0' && (p1 == 'b' || p1 == 'o' || p1 == 'x')) {
       base = p1 == 'b' ? 2 : p1 == 'o' ? 8 : 16;
       end = scan_base(base);
-      if (end == start + 2) end = start + 1, base = 10;  // just "0"
-      else digits_from = start + 2;
+      if (end == start + 2) {  // a bare "0" followed by a letter
+        end = start + 1;
+        base = 10;
+      } else {
+        digits_from = start + 2;
+      }
     }
     if (base == 10) {
       if (src_[start] == '0') {

@@ -137,9 +137,18 @@ Value StringMethod(const Value& self, const std::string& name, const CallArgs& a
     auto a = bind({{"keepends", Value::Bool(false)}});
     return Value::MakeList(Strings(py::SplitLines(s, Truthy(a[0])), safe));
   }
-  if (name == "upper") return bind({}), str(py::Upper(s));
-  if (name == "lower") return bind({}), str(py::Lower(s));
-  if (name == "capitalize") return bind({}), str(py::Capitalize(s));
+  if (name == "upper") {
+    bind({});
+    return str(py::Upper(s));
+  }
+  if (name == "lower") {
+    bind({});
+    return str(py::Lower(s));
+  }
+  if (name == "capitalize") {
+    bind({});
+    return str(py::Capitalize(s));
+  }
   if (name == "replace") {
     if (safe) Fail("replace() on a safe (Markup) string is not supported");
     auto a = bind({{"old", std::nullopt}, {"new", std::nullopt}, {"count", Value::Int(-1)}});
@@ -245,8 +254,14 @@ Value StringMethod(const Value& self, const std::string& name, const CallArgs& a
     bind({});
     return Value::Bool(AllAscii(s, [](char c) { return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z'); }));
   }
-  if (name == "islower") return bind({}), Value::Bool(py::IsLower(s));
-  if (name == "isupper") return bind({}), Value::Bool(py::IsUpper(s));
+  if (name == "islower") {
+    bind({});
+    return Value::Bool(py::IsLower(s));
+  }
+  if (name == "isupper") {
+    bind({});
+    return Value::Bool(py::IsUpper(s));
+  }
   if (name == "format") {
     if (safe) Fail("format() on a safe (Markup) string is not supported");
     return Value::String(StrFormat(s, args));
@@ -257,7 +272,10 @@ Value StringMethod(const Value& self, const std::string& name, const CallArgs& a
 Value SequenceMethod(const Value& self, const std::string& name, const CallArgs& args) {
   const std::string what = self.TypeName() + "." + name;
   const List& items = self.items();
-  if (name == "copy") return BindArgs(args, what, {}), Value::MakeList(items);
+  if (name == "copy") {
+    BindArgs(args, what, {});
+    return Value::MakeList(items);
+  }
   auto a = BindArgs(args, what, {{"value", std::nullopt}});
   if (name == "count") {
     return Value::Int(std::count_if(items.begin(), items.end(), [&](const Value& v) { return Equal(v, a[0]); }));

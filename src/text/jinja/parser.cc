@@ -543,8 +543,10 @@ class Parser {
       while (Cur().type == Tok::kString) s += Next().text;  // adjacent literals concatenate
       return Literal(Value::String(std::move(s)), line);
     }
-    if (t.type == Tok::kInteger) return Next(), Literal(Value::Int(t.int_value), line);
-    if (t.type == Tok::kFloat) return Next(), Literal(Value::Float(t.float_value), line);
+    if (t.type == Tok::kInteger || t.type == Tok::kFloat) {
+      Next();
+      return Literal(t.type == Tok::kInteger ? Value::Int(t.int_value) : Value::Float(t.float_value), line);
+    }
     if (SkipOp("(")) {
       ExprPtr e = ParseTuple(true, {}, true);
       ExpectOp(")");

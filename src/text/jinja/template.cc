@@ -11,11 +11,15 @@ struct Template::Program {
   Body body;
 };
 
-Template::Template(std::string_view source, std::string name) : name_(std::move(name)) {
+Template::Template(std::string_view source, std::string name) : name_(std::move(name)), source_(source) {
   try {
     program_ = std::make_unique<const Program>(Program{Parse(Tokenize(source))});
   } catch (const LocatedError& e) {
     Fail(name_, ":", e.line(), ": ", e.what());
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {  // a bug of ours, reported rather than crashing the caller
+    Fail(name_, ": internal error while parsing: ", e.what());
   }
 }
 

@@ -30,10 +30,12 @@ class Template {
   std::string Render(const nlohmann::ordered_json& variables, const RenderOptions& options = {}) const;
 
   const std::string& name() const { return name_; }
+  const std::string& source() const { return source_; }
 
  private:
   struct Program;
   std::string name_;
+  std::string source_;
   std::unique_ptr<const Program> program_;
 };
 

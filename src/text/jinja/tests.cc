@@ -16,18 +16,54 @@ Value Arg(const CallArgs& args, const char* test, const char* name) {
 
 void NoArgs(const CallArgs& args, const char* test) { BindArgs(args, std::string("test '") + test + "'", {}); }
 
-bool TDefined(const Value& v, const CallArgs& a) { return NoArgs(a, "defined"), !v.is_undefined(); }
-bool TUndefined(const Value& v, const CallArgs& a) { return NoArgs(a, "undefined"), v.is_undefined(); }
-bool TNone(const Value& v, const CallArgs& a) { return NoArgs(a, "none"), v.is_none(); }
-bool TBoolean(const Value& v, const CallArgs& a) { return NoArgs(a, "boolean"), v.is_bool(); }
-bool TTrue(const Value& v, const CallArgs& a) { return NoArgs(a, "true"), v.is_bool() && v.as_bool(); }
-bool TFalse(const Value& v, const CallArgs& a) { return NoArgs(a, "false"), v.is_bool() && !v.as_bool(); }
-bool TInteger(const Value& v, const CallArgs& a) { return NoArgs(a, "integer"), v.is_int(); }
-bool TFloat(const Value& v, const CallArgs& a) { return NoArgs(a, "float"), v.is_float(); }
-bool TNumber(const Value& v, const CallArgs& a) { return NoArgs(a, "number"), v.is_number(); }
-bool TString(const Value& v, const CallArgs& a) { return NoArgs(a, "string"), v.is_string(); }
-bool TMapping(const Value& v, const CallArgs& a) { return NoArgs(a, "mapping"), v.is_dict(); }
-bool TEscaped(const Value& v, const CallArgs& a) { return NoArgs(a, "escaped"), v.is_string() && v.safe(); }
+bool TDefined(const Value& v, const CallArgs& a) {
+  NoArgs(a, "defined");
+  return !v.is_undefined();
+}
+bool TUndefined(const Value& v, const CallArgs& a) {
+  NoArgs(a, "undefined");
+  return v.is_undefined();
+}
+bool TNone(const Value& v, const CallArgs& a) {
+  NoArgs(a, "none");
+  return v.is_none();
+}
+bool TBoolean(const Value& v, const CallArgs& a) {
+  NoArgs(a, "boolean");
+  return v.is_bool();
+}
+bool TTrue(const Value& v, const CallArgs& a) {
+  NoArgs(a, "true");
+  return v.is_bool() && v.as_bool();
+}
+bool TFalse(const Value& v, const CallArgs& a) {
+  NoArgs(a, "false");
+  return v.is_bool() && !v.as_bool();
+}
+bool TInteger(const Value& v, const CallArgs& a) {
+  NoArgs(a, "integer");
+  return v.is_int();
+}
+bool TFloat(const Value& v, const CallArgs& a) {
+  NoArgs(a, "float");
+  return v.is_float();
+}
+bool TNumber(const Value& v, const CallArgs& a) {
+  NoArgs(a, "number");
+  return v.is_number();
+}
+bool TString(const Value& v, const CallArgs& a) {
+  NoArgs(a, "string");
+  return v.is_string();
+}
+bool TMapping(const Value& v, const CallArgs& a) {
+  NoArgs(a, "mapping");
+  return v.is_dict();
+}
+bool TEscaped(const Value& v, const CallArgs& a) {
+  NoArgs(a, "escaped");
+  return v.is_string() && v.safe();
+}
 
 // Python: len(v) and v.__getitem__ both exist. Undefined has both, so it counts.
 bool TSequence(const Value& v, const CallArgs& a) {
@@ -84,10 +120,22 @@ bool TSameAs(const Value& v, const CallArgs& a) {
   Fail("test 'sameas' on ", v.TypeName(), " values depends on CPython object caching; not supported");
 }
 
-bool TLower(const Value& v, const CallArgs& a) { return NoArgs(a, "lower"), py::IsLower(ToStr(v)); }
-bool TUpper(const Value& v, const CallArgs& a) { return NoArgs(a, "upper"), py::IsUpper(ToStr(v)); }
-bool TFilter(const Value& v, const CallArgs& a) { return NoArgs(a, "filter"), v.is_string() && HasFilter(v.str()); }
-bool TTest(const Value& v, const CallArgs& a) { return NoArgs(a, "test"), v.is_string() && HasTest(v.str()); }
+bool TLower(const Value& v, const CallArgs& a) {
+  NoArgs(a, "lower");
+  return py::IsLower(ToStr(v));
+}
+bool TUpper(const Value& v, const CallArgs& a) {
+  NoArgs(a, "upper");
+  return py::IsUpper(ToStr(v));
+}
+bool TFilter(const Value& v, const CallArgs& a) {
+  NoArgs(a, "filter");
+  return v.is_string() && HasFilter(v.str());
+}
+bool TTest(const Value& v, const CallArgs& a) {
+  NoArgs(a, "test");
+  return v.is_string() && HasTest(v.str());
+}
 
 struct TestEntry {
   const char* name;
