@@ -7,5 +7,6 @@ int Generate(int argc, char** argv);
 int Bench(int argc, char** argv);
 int Tokenize(int argc, char** argv);
 int Detokenize(int argc, char** argv);
+int Template(int argc, char** argv);
 
 }  // namespace dflash::app

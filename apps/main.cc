@@ -21,6 +21,7 @@ constexpr Command kCommands[] = {
     {"bench", dflash::app::Bench, "plain vs DFlash on the same prompts, in one run"},
     {"tokenize", dflash::app::Tokenize, "text to token ids with a tokenizer.json"},
     {"detokenize", dflash::app::Detokenize, "token ids to text"},
+    {"template", dflash::app::Template, "render a model's chat template over a conversation"},
 };
 
 void PrintUsage(FILE* out) {
