@@ -12,6 +12,7 @@
 #include "io/json_file.h"
 #include "model_flags.h"
 #include "report.h"
+#include "text/chat_prompt.h"
 #include "text/tokenizer.h"
 
 namespace dflash::app {
@@ -35,6 +36,34 @@ std::vector<int32_t> ReadPromptIds(const std::string& ids, const std::string& fi
   return out;
 }
 
+nlohmann::ordered_json ParseJsonArg(const std::string& text, const std::string& what) {
+  try {
+    return nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    Fail(what, ": malformed JSON: ", e.what());
+  }
+}
+
+// --chat: the prompt (or --messages FILE) as a conversation through the model's own template.
+ChatPrompt BuildChat(const std::string& prompt_text, const std::string& system, const std::string& messages_file,
+                     const std::string& kwargs_text, const std::string& template_dir, const Tokenizer& tok) {
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  if (!messages_file.empty()) {
+    std::ifstream in(messages_file);
+    if (!in) Fail(messages_file, ": cannot open messages file");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    messages = ParseJsonArg(ss.str(), messages_file);
+    if (!messages.is_array()) Fail(messages_file, ": expected a JSON array of messages");
+  } else {
+    if (!system.empty()) messages.push_back({{"role", "system"}, {"content", system}});
+    messages.push_back({{"role", "user"}, {"content", prompt_text}});
+  }
+  const auto kwargs = kwargs_text.empty() ? nlohmann::ordered_json::object() : ParseJsonArg(kwargs_text, "--chat-kwargs");
+  if (!kwargs.is_object()) Fail("--chat-kwargs: expected a JSON object, got ", kwargs.dump());
+  return BuildChatPrompt(ChatTemplate::FromDirectory(template_dir), tok, messages, nullptr, kwargs);
+}
+
 }  // namespace
 
 // The tokenizer that ships with the model (or --tokenizer DIR); none when neither has one.
@@ -46,8 +75,8 @@ std::optional<Tokenizer> LoadTokenizer(const std::string& flag_dir, const std::s
 
 int Generate(int argc, char** argv) {
   ModelFlags mf;
-  std::string prompt_text, prompt_ids, prompt_file, tokenizer_dir;
-  bool json = false, compare = false;
+  std::string prompt_text, prompt_ids, prompt_file, tokenizer_dir, system, messages_file, chat_kwargs;
+  bool json = false, compare = false, chat = false;
   Args args("generate", "Generate from a prompt with a target model, optionally accelerated by a DFlash draft.\n"
                         "Greedy DFlash output is identical to plain greedy output; sampled output has the\n"
                         "target's distribution.");
@@ -56,19 +85,32 @@ int Generate(int argc, char** argv) {
   args.Option("--prompt-ids", &prompt_ids, "1,2,3", "prompt as token ids (no tokenizer needed)");
   args.Option("--tokenizer", &tokenizer_dir, "DIR", "tokenizer directory (default: the model directory)");
   args.Option("--prompt-file", &prompt_file, "FILE", "file holding comma-separated prompt token ids");
+  args.Flag("--chat", &chat, "wrap --prompt as a user message in the model's chat template");
+  args.Option("--system", &system, "TEXT", "system message for --chat");
+  args.Option("--messages", &messages_file, "FILE", "JSON array of chat messages (implies --chat)");
+  args.Option("--chat-kwargs", &chat_kwargs, "JSON", "chat template variables, e.g. '{\"enable_thinking\":false}'");
   args.Flag("--json", &json, "print one JSON object with the tokens and statistics");
   args.Flag("--compare", &compare, "run plain decoding and DFlash on the same prompt and compare");
   if (!args.Parse(argc, argv)) return 0;
-  if (prompt_text.empty() + prompt_ids.empty() + prompt_file.empty() != 2) {
-    Fail("give exactly one prompt: --prompt, --prompt-ids or --prompt-file");
+  if (!messages_file.empty()) chat = true;
+  if (prompt_text.empty() + prompt_ids.empty() + prompt_file.empty() + messages_file.empty() != 3) {
+    Fail("give exactly one prompt: --prompt, --prompt-ids, --prompt-file or --messages");
   }
+  if (chat && prompt_text.empty() && messages_file.empty()) Fail("--chat needs --prompt TEXT or --messages FILE");
+  if (!chat && (!system.empty() || !chat_kwargs.empty())) Fail("--system and --chat-kwargs need --chat");
   if (mf.model.empty()) Fail("-m/--model is required");
   const std::optional<Tokenizer> tok = LoadTokenizer(tokenizer_dir, mf.model);
-  if (!prompt_text.empty() && !tok) {
-    Fail(mf.model, ": no tokenizer.json for --prompt (give --tokenizer DIR, or --prompt-ids)");
+  if ((chat || !prompt_text.empty()) && !tok) {
+    Fail(mf.model, ": no tokenizer.json for --prompt/--chat (give --tokenizer DIR, or --prompt-ids)");
   }
   std::vector<int32_t> prompt;
-  if (prompt_text.empty()) {
+  std::optional<ChatPrompt> chat_prompt;
+  if (chat) {
+    chat_prompt = BuildChat(prompt_text, system, messages_file, chat_kwargs,
+                            tokenizer_dir.empty() ? mf.model : tokenizer_dir, *tok);
+    prompt = chat_prompt->ids;
+    prompt_text = chat_prompt->text;
+  } else if (prompt_text.empty()) {
     prompt = ReadPromptIds(prompt_ids, prompt_file);
   } else {
     if (tok->add_bos() && tok->bos_id() >= 0) prompt.push_back(tok->bos_id());
@@ -125,6 +167,7 @@ int Generate(int argc, char** argv) {
   if (json) {
     Json j = ResultJson(r, mode);
     if (tok) j["text"] = tok->Decode(r.tokens);
+    if (chat_prompt) j["message"] = ParseOutput(j["text"].get<std::string>(), chat_prompt->output).ToMessage();
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::string ids;

@@ -7,5 +7,7 @@ int Generate(int argc, char** argv);
 int Bench(int argc, char** argv);
 int Tokenize(int argc, char** argv);
 int Detokenize(int argc, char** argv);
+int Template(int argc, char** argv);
+int Trace(int argc, char** argv);
 
 }  // namespace dflash::app

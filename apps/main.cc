@@ -21,6 +21,8 @@ constexpr Command kCommands[] = {
     {"bench", dflash::app::Bench, "plain vs DFlash on the same prompts, in one run"},
     {"tokenize", dflash::app::Tokenize, "text to token ids with a tokenizer.json"},
     {"detokenize", dflash::app::Detokenize, "token ids to text"},
+    {"template", dflash::app::Template, "render a model's chat template over a conversation"},
+    {"trace", dflash::app::Trace, "record an agent session, replay it against a server, compare replays"},
 };
 
 void PrintUsage(FILE* out) {
