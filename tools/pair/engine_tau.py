@@ -1,7 +1,10 @@
 """Tau of our C++ engine on the same held-out prompts eval_tau.py used (work/eval_prompts/*.txt).
 
-Runs `dflash generate --compare --no-eos --json` per prompt (greedy) and pools tokens per cycle
-over all cycles, so the number is comparable with eval_tau.json's "tau". Standard library only.
+Runs `dflash generate --compare --no-eos --spec-policy always --json` per prompt (greedy) and pools
+tokens per cycle over all cycles, so the number is comparable with eval_tau.json's "tau". The
+policy must be `always`: the adaptive default falls back to plain steps on prompts where the draft
+does badly, and tokens per cycle would then count only the cycles that speculated.
+Standard library only.
 
   python3 tools/pair/engine_tau.py --bin build/bin/dflash
 """
@@ -31,7 +34,7 @@ def main():
         raise SystemExit(f"no prompts in {WORK}/eval_prompts: run eval_tau.py first")
     for path in prompts:
         out = subprocess.run([a.bin, "generate", "-m", a.target, "-d", a.draft, "--prompt-file", path,
-                              "-n", str(a.new), "--no-eos", "--compare", "--json", "-t", str(a.threads)],
+                              "-n", str(a.new), "--no-eos", "--spec-policy", "always", "--compare", "--json", "-t", str(a.threads)],
                              check=True, capture_output=True, text=True).stdout
         r = json.loads(out)
         d = r["dflash"]

@@ -7,7 +7,8 @@ target's own greedy decode (transformers generate), which it must equal. Repetit
 fraction of distinct 4-grams among the continuation's 4-grams (1.0 = nothing repeats).
 A small target's greedy text loops, which inflates greedy tau, so a second pass samples at
 --temperature (z-lab's rejection sampling, still lossless in distribution) and reports its tau too.
-The prompts go to work/eval_prompts/NN.txt (comma-separated ids) for the C++ engine's --prompt-file.
+The prompts go to work/eval_prompts/NN.txt (comma-separated ids) for the C++ engine's --prompt-file,
+and all of them to work/eval_prompts.jsonl for `dflash bench --prompts`.
 
   .venv-ref/bin/python tools/pair/eval_tau.py  ->  work/eval_tau.json
 """
@@ -47,11 +48,14 @@ def main():
     held = load_tokens("heldout.bin")
     stride = (len(held) - a.prompt_len) // a.prompts
     os.makedirs(os.path.join(WORK, "eval_prompts"), exist_ok=True)
+    prompts = [held[p * stride:p * stride + a.prompt_len].astype(np.int64) for p in range(a.prompts)]
+    with open(os.path.join(WORK, "eval_prompts.jsonl"), "w") as jsonl:
+        for p, ids in enumerate(prompts):
+            with open(os.path.join(WORK, "eval_prompts", f"{p:02d}.txt"), "w") as f:
+                f.write(",".join(map(str, ids)))
+            jsonl.write(json.dumps({"name": f"heldout{p:02d}", "prompt_ids": ids.tolist()}) + "\n")
     per_prompt, cycles, lossless = [], [], True
-    for p in range(a.prompts):
-        ids = held[p * stride:p * stride + a.prompt_len].astype(np.int64)
-        with open(os.path.join(WORK, "eval_prompts", f"{p:02d}.txt"), "w") as f:
-            f.write(",".join(map(str, ids)))
+    for p, ids in enumerate(prompts):
         x = torch.from_numpy(ids)[None]
         stats = zlab.dflash_generate(draft, target, x, a.new, None, return_stats=True)
         with torch.no_grad():
@@ -69,8 +73,8 @@ def main():
             f"{'==' if same else '!='} plain greedy")
     torch.manual_seed(0)
     sampled_cycles, sampled_distinct = [], []
-    for p in range(a.prompts):
-        x = torch.from_numpy(held[p * stride:p * stride + a.prompt_len].astype(np.int64))[None]
+    for ids in prompts:
+        x = torch.from_numpy(ids)[None]
         stats = zlab.dflash_generate(draft, target, x, a.new, None, temperature=a.temperature, return_stats=True)
         sampled_cycles.extend(stats.acceptance_lengths)
         sampled_distinct.append(distinct_4gram_fraction(stats.output_ids[0, a.prompt_len:].tolist()))

@@ -13,6 +13,7 @@ save_pretrained writes exactly their layout. Objective (docs/dflash.md, "Trainin
 All blocks of a sequence run in one forward pass with a boolean attention mask.
 
   .venv-ref/bin/python tools/pair/train_draft.py --steps 1000  ->  models/dflash-pair/draft
+--init DIR starts from a saved draft's weights (same shapes) with a fresh optimiser and schedule.
 """
 import argparse
 import json
@@ -92,6 +93,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default=os.path.join(MODELS, "target"))
     ap.add_argument("--data", default=os.path.join(WORK, "gen.npz"))
+    ap.add_argument("--init", metavar="DIR", help="start from this saved draft's weights")
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--inter", type=int, default=768)
     ap.add_argument("--target-layer-ids", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 6])
@@ -108,11 +110,16 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=os.path.join(MODELS, "draft"))
+    ap.add_argument("--run-name", default="draft", help="names work/NAME_ckpt.pt and work/NAME_summary.json, "
+                    "so runs of several stages do not resume from each other's checkpoints")
     a = ap.parse_args()
     setup_torch(a.threads, a.seed)
     log = Log()
     target = Qwen3ForCausalLM.from_pretrained(a.target, dtype=torch.float32).eval().requires_grad_(False)
     draft = DFlashDraftModel(make_config(target.config, a)).float().train()
+    if a.init:
+        # Strict: a shape or name mismatch with the requested config is an error, not a silent partial load.
+        draft.load_state_dict(DFlashDraftModel.from_pretrained(a.init, dtype=torch.float32).state_dict())
     params = sum(p.numel() for p in draft.parameters())
     data = np.load(a.data)
     tokens, prompt_len = torch.from_numpy(data["tokens"].astype(np.int64)), data["prompt_len"]
@@ -122,7 +129,7 @@ def main():
         f"{len(train)} train / {len(held)} held-out sequences of {tokens.shape[1]}")
     weights = torch.exp(-torch.arange(a.block - 1, dtype=torch.float32) / a.gamma)
     opt = torch.optim.AdamW(draft.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.01)
-    ckpt_path = os.path.join(WORK, "draft_ckpt.pt")
+    ckpt_path = os.path.join(WORK, f"{a.run_name}_ckpt.pt")
     rng = np.random.default_rng(a.seed)
     step, history = 0, []
     state = load_checkpoint(ckpt_path)
@@ -148,6 +155,11 @@ def main():
         draft.train()
         return float(np.mean(losses)), float(np.mean(accs))
 
+    if a.init and step == 0:
+        # The starting point's numbers on this data's held-out set, for comparison with what follows.
+        h_loss, h_acc = evaluate()
+        history.append({"step": 0, "heldout_loss": h_loss, "heldout_accepted_per_block": h_acc})
+        log(f"step 0 (--init {a.init}) heldout loss {h_loss:.4f} accepted/block {h_acc:.2f}")
     last_ckpt, t_mark = time.time(), time.time()
     while step < a.steps:
         for g in opt.param_groups:
@@ -175,8 +187,9 @@ def main():
                             history=history, rng=rng.bit_generator.state)
             last_ckpt = time.time()
     draft.to(torch.bfloat16).save_pretrained(a.out)
-    with open(os.path.join(WORK, "draft_summary.json"), "w") as f:
-        json.dump({"params": params, "steps": a.steps, "batch": a.batch, "anchors": a.anchors,
+    with open(os.path.join(WORK, f"{a.run_name}_summary.json"), "w") as f:
+        json.dump({"params": params, "init": a.init, "data": a.data, "sequences": len(tokens), "steps": a.steps,
+                   "lr": a.lr, "batch": a.batch, "anchors": a.anchors,
                    "target_layer_ids": a.target_layer_ids, "history": history}, f, indent=2)
     log(f"saved {a.out}")
 

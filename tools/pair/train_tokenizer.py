@@ -8,6 +8,8 @@ tokenizer_config.json carries a ChatML chat_template like Qwen2.5's, without too
 
 Then the corpus is tokenized once into uint16 arrays for the trainers:
   work/tokenizer/{tokenizer.json,tokenizer_config.json}, work/{train,heldout}.bin
+With --reuse DIR nothing is trained: the corpus is encoded with DIR/tokenizer.json (the shipped
+models/dflash-pair/target), so the bins match the ids the shipped target was trained on.
 """
 import argparse
 import json
@@ -72,15 +74,19 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", default=os.path.join(HERE, "work"))
     ap.add_argument("--vocab", type=int, default=4096)
+    ap.add_argument("--reuse", metavar="DIR", help="encode with DIR/tokenizer.json instead of training one")
     args = ap.parse_args()
-    tok = build(args.vocab, os.path.join(args.work, "train.jsonl"))
+    if args.reuse:
+        tok = Tokenizer.from_file(os.path.join(args.reuse, "tokenizer.json"))
+    else:
+        tok = build(args.vocab, os.path.join(args.work, "train.jsonl"))
+        out = os.path.join(args.work, "tokenizer")
+        os.makedirs(out, exist_ok=True)
+        tok.save(os.path.join(out, "tokenizer.json"))
+        with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
+            json.dump(tokenizer_config(), f, indent=2)
     for i, s in enumerate(SPECIALS):
         assert tok.token_to_id(s) == i, (s, tok.token_to_id(s))
-    out = os.path.join(args.work, "tokenizer")
-    os.makedirs(out, exist_ok=True)
-    tok.save(os.path.join(out, "tokenizer.json"))
-    with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
-        json.dump(tokenizer_config(), f, indent=2)
     print(f"vocab {tok.get_vocab_size()}")
     for split in ("train", "heldout"):
         n, nbytes = encode_split(tok, os.path.join(args.work, f"{split}.jsonl"), os.path.join(args.work, f"{split}.bin"))
