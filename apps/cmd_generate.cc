@@ -12,6 +12,7 @@
 #include "io/gguf.h"
 #include "io/json_file.h"
 #include "model_flags.h"
+#include "open_tokenizer.h"
 #include "report.h"
 #include "text/tokenizer.h"
 
@@ -41,7 +42,7 @@ std::vector<int32_t> ReadPromptIds(const std::string& ids, const std::string& fi
 // The tokenizer that ships with the model (or --tokenizer DIR): tokenizer.json in the
 // model directory, or a .gguf's own tokenizer.ggml.* metadata; none when neither has one.
 std::optional<Tokenizer> LoadTokenizer(const std::string& flag_dir, const std::string& model_dir) {
-  if (!flag_dir.empty()) return Tokenizer::Load(flag_dir);
+  if (!flag_dir.empty()) return OpenTokenizer(flag_dir);
   if (IsGgufPath(model_dir)) {
     const GgufModel gguf = LoadGguf(model_dir);
     if (!gguf.metadata.contains("tokenizer.ggml.tokens")) return std::nullopt;
@@ -61,7 +62,7 @@ int Generate(int argc, char** argv) {
   mf.Declare(args);
   args.Option("-p,--prompt", &prompt_text, "TEXT", "prompt text (needs the model's tokenizer.json, a GGUF tokenizer, or --tokenizer)");
   args.Option("--prompt-ids", &prompt_ids, "1,2,3", "prompt as token ids (no tokenizer needed)");
-  args.Option("--tokenizer", &tokenizer_dir, "DIR", "tokenizer directory (default: the model directory)");
+  args.Option("--tokenizer", &tokenizer_dir, "DIR", "tokenizer directory or .gguf (default: the model's own)");
   args.Option("--prompt-file", &prompt_file, "FILE", "file holding comma-separated prompt token ids");
   args.Flag("--json", &json, "print one JSON object with the tokens and statistics");
   args.Flag("--compare", &compare, "run plain decoding and DFlash on the same prompt and compare");

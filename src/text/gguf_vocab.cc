@@ -74,7 +74,9 @@ Json TokenizerJsonFromGguf(const Json& meta, const std::string& path) {
         break;
       case kControl:
       case kUserDefined:
-        added.push_back({{"id", id}, {"content", tok}, {"special", type == kControl}, {"normalized", false}});
+        // GGUF drops tokenizer.json's "normalized" flag; take Hugging Face's default ("not
+        // special"). For ASCII tokens such as Qwen's <think> both settings match the same text.
+        added.push_back({{"id", id}, {"content", tok}, {"special", type == kControl}, {"normalized", type == kUserDefined}});
         break;
       case kUnused:
         break;  // padding up to the model's vocabulary size: no token has this id
