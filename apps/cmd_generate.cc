@@ -9,8 +9,10 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "io/gguf.h"
 #include "io/json_file.h"
 #include "model_flags.h"
+#include "open_tokenizer.h"
 #include "report.h"
 #include "text/chat_prompt.h"
 #include "text/tokenizer.h"
@@ -66,9 +68,15 @@ ChatPrompt BuildChat(const std::string& prompt_text, const std::string& system, 
 
 }  // namespace
 
-// The tokenizer that ships with the model (or --tokenizer DIR); none when neither has one.
+// The tokenizer that ships with the model (or --tokenizer DIR): tokenizer.json in the
+// model directory, or a .gguf's own tokenizer.ggml.* metadata; none when neither has one.
 std::optional<Tokenizer> LoadTokenizer(const std::string& flag_dir, const std::string& model_dir) {
-  if (!flag_dir.empty()) return Tokenizer::Load(flag_dir);
+  if (!flag_dir.empty()) return OpenTokenizer(flag_dir);
+  if (IsGgufPath(model_dir)) {
+    const GgufModel gguf = LoadGguf(model_dir);
+    if (!gguf.metadata.contains("tokenizer.ggml.tokens")) return std::nullopt;
+    return Tokenizer::FromGguf(gguf.metadata, model_dir);
+  }
   if (std::filesystem::exists(model_dir + "/tokenizer.json")) return Tokenizer::Load(model_dir);
   return std::nullopt;
 }
@@ -81,9 +89,9 @@ int Generate(int argc, char** argv) {
                         "Greedy DFlash output is identical to plain greedy output; sampled output has the\n"
                         "target's distribution.");
   mf.Declare(args);
-  args.Option("-p,--prompt", &prompt_text, "TEXT", "prompt text (needs the model's tokenizer.json or --tokenizer)");
+  args.Option("-p,--prompt", &prompt_text, "TEXT", "prompt text (needs the model's tokenizer.json, a GGUF tokenizer, or --tokenizer)");
   args.Option("--prompt-ids", &prompt_ids, "1,2,3", "prompt as token ids (no tokenizer needed)");
-  args.Option("--tokenizer", &tokenizer_dir, "DIR", "tokenizer directory (default: the model directory)");
+  args.Option("--tokenizer", &tokenizer_dir, "DIR", "tokenizer directory or .gguf (default: the model's own)");
   args.Option("--prompt-file", &prompt_file, "FILE", "file holding comma-separated prompt token ids");
   args.Flag("--chat", &chat, "wrap --prompt as a user message in the model's chat template");
   args.Option("--system", &system, "TEXT", "system message for --chat");

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "io/json_file.h"
+#include "open_tokenizer.h"
 #include "text/tokenizer.h"
 
 namespace dflash::app {
@@ -84,7 +85,7 @@ int Tokenize(int argc, char** argv) {
   bool json = false, no_special = false, bench = false;
   int repeat = 5;
   Args args("tokenize", "Print the token ids of a text (comma-separated, or JSON with --json).");
-  args.Option("--tokenizer", &dir, "DIR", "folder with tokenizer.json (a model folder works)");
+  args.Option("--tokenizer", &dir, "DIR", "folder with tokenizer.json (a model folder works), or a .gguf");
   args.Option("--text", &text, "TEXT", "text to tokenize");
   args.Option("--file", &file, "FILE", "file whose contents to tokenize");
   args.Flag("--json", &json, "print {\"ids\": [...], \"count\": n}");
@@ -96,7 +97,7 @@ int Tokenize(int argc, char** argv) {
   if (args.Given("--text") == !file.empty()) Fail("dflash tokenize: give exactly one of --text and --file");
   if (!file.empty()) text = ReadFile(file);
 
-  const text::Tokenizer tok = text::Tokenizer::Load(dir);
+  const text::Tokenizer tok = OpenTokenizer(dir);
   if (bench) return Bench(tok, text, !no_special, repeat, json);
   std::vector<int32_t> ids;
   try {
@@ -120,7 +121,7 @@ int Detokenize(int argc, char** argv) {
   std::string dir, ids_text;
   bool skip_special = false;
   Args args("detokenize", "Print the text of comma-separated token ids (no newline is added).");
-  args.Option("--tokenizer", &dir, "DIR", "folder with tokenizer.json (a model folder works)");
+  args.Option("--tokenizer", &dir, "DIR", "folder with tokenizer.json (a model folder works), or a .gguf");
   args.Option("--ids", &ids_text, "1,2,3", "token ids");
   args.Flag("--skip-special", &skip_special, "leave out special tokens such as <|im_end|>");
   if (!args.Parse(argc, argv)) return 0;
@@ -128,7 +129,7 @@ int Detokenize(int argc, char** argv) {
   if (ids_text.empty()) Fail("dflash detokenize: --ids is required");
   std::vector<int32_t> ids;
   for (int v : ParseIntList(ids_text, "--ids")) ids.push_back(v);
-  const text::Tokenizer tok = text::Tokenizer::Load(dir);
+  const text::Tokenizer tok = OpenTokenizer(dir);
   const std::string out = tok.Decode(ids, skip_special);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;

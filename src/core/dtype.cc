@@ -17,6 +17,12 @@ std::string_view DTypeName(DType t) {
     case DType::kQ4_0: return "Q4_0";
     case DType::kQ4_K: return "Q4_K";
     case DType::kQ6_K: return "Q6_K";
+    case DType::kMlx4G32: return "MLX4_G32";
+    case DType::kMlx4G64: return "MLX4_G64";
+    case DType::kMlx4G128: return "MLX4_G128";
+    case DType::kMlx8G32: return "MLX8_G32";
+    case DType::kMlx8G64: return "MLX8_G64";
+    case DType::kMlx8G128: return "MLX8_G128";
   }
   return "?";
 }
@@ -27,6 +33,12 @@ int64_t BlockElems(DType t) {
     case DType::kQ4_0: return 32;
     case DType::kQ4_K:
     case DType::kQ6_K: return 256;
+    case DType::kMlx4G32:
+    case DType::kMlx8G32: return 32;
+    case DType::kMlx4G64:
+    case DType::kMlx8G64: return 64;
+    case DType::kMlx4G128:
+    case DType::kMlx8G128: return 128;
     default: return 1;
   }
 }
@@ -44,6 +56,13 @@ size_t BlockBytes(DType t) {
     case DType::kQ4_0: return 18;   // f16 scale + 16 bytes of nibbles
     case DType::kQ4_K: return 144;  // 2 x f16 + 12 bytes scales + 128 bytes nibbles
     case DType::kQ6_K: return 210;  // 128 low + 64 high + 16 scales + f16
+    // f32 scale + f32 bias + codes
+    case DType::kMlx4G32: return 8 + 16;
+    case DType::kMlx4G64: return 8 + 32;
+    case DType::kMlx4G128: return 8 + 64;
+    case DType::kMlx8G32: return 8 + 32;
+    case DType::kMlx8G64: return 8 + 64;
+    case DType::kMlx8G128: return 8 + 128;
   }
   return 0;
 }

@@ -20,6 +20,14 @@ enum class DType : uint8_t {
   kQ4_0,
   kQ4_K,
   kQ6_K,
+  // MLX affine (ops/mlx_affine.h), repacked at load: one block per quantisation group of
+  // 32/64/128 elements holding f32 scale, f32 bias and 4- or 8-bit codes; x = scale * q + bias.
+  kMlx4G32,
+  kMlx4G64,
+  kMlx4G128,
+  kMlx8G32,
+  kMlx8G64,
+  kMlx8G128,
 };
 
 std::string_view DTypeName(DType t);

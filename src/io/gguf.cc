@@ -108,6 +108,7 @@ std::string HfTensorName(const std::string& g) {
       {"attn_k", "self_attn.k_proj"},        {"attn_v", "self_attn.v_proj"},
       {"attn_output", "self_attn.o_proj"},   {"attn_q_norm", "self_attn.q_norm"},
       {"attn_k_norm", "self_attn.k_norm"},   {"ffn_norm", "post_attention_layernorm"},
+      {"post_attention_norm", "post_attention_layernorm"},  // DFlash drafts' name for it
       {"ffn_gate", "mlp.gate_proj"},         {"ffn_up", "mlp.up_proj"},
       {"ffn_down", "mlp.down_proj"}};
   for (const auto& [from, to] : kParts) {
@@ -115,6 +116,17 @@ std::string HfTensorName(const std::string& g) {
   }
   return "";
 }
+
+std::string DraftTensorName(const std::string& g) {
+  if (g == "dflash_fc.weight") return "fc.weight";
+  if (g == "dflash_hidden_norm.weight") return "hidden_norm.weight";
+  if (g == "output_norm.weight") return "norm.weight";
+  if (g.rfind("blk.", 0) != 0) return "";  // token_embd/output: the target's are used
+  const std::string hf = HfTensorName(g);
+  return hf.empty() ? "" : hf.substr(std::string("model.").size());
+}
+
+bool IsDflashArchitecture(const std::string& arch) { return arch == "dflash" || arch == "dflash-draft"; }
 
 GgufModel LoadGguf(const std::string& path) {
   GgufModel model;
@@ -142,6 +154,9 @@ GgufModel LoadGguf(const std::string& path) {
     }
     alignment = a.get<uint64_t>();
   }
+
+  const Json& arch = model.metadata.value("general.architecture", Json());
+  const bool draft = arch.is_string() && IsDflashArchitecture(arch.get<std::string>());
 
   struct Info {
     std::string name;
@@ -179,8 +194,8 @@ GgufModel LoadGguf(const std::string& path) {
   for (Info& info : infos) {
     const std::string where = path + ": tensor '" + info.name + "'";
     Tensor t;
-    t.name = HfTensorName(info.name);
-    if (t.name.empty()) continue;  // tensors a Qwen3 model does not use (e.g. rope_freqs)
+    t.name = draft ? DraftTensorName(info.name) : HfTensorName(info.name);
+    if (t.name.empty()) continue;  // tensors the model does not use (e.g. rope_freqs)
     t.dtype = info.dtype;
     t.shape = info.shape;
     t.file = path;
@@ -193,6 +208,60 @@ GgufModel LoadGguf(const std::string& path) {
     model.store.Add(std::move(t));
   }
   return model;
+}
+
+namespace {
+
+// The rope fields both configs share, in config.json's terms.
+void AddRope(const JsonObject& meta, const std::string& p, Json& cfg) {
+  cfg["rope_theta"] = meta.Get<double>(p + "rope.freq_base", 10000.0);
+  const std::string scaling = meta.Get<std::string>(p + "rope.scaling.type", "none");
+  if (scaling == "none") return;
+  Json rs{{"rope_type", scaling}};
+  if (meta.Has(p + "rope.scaling.factor")) rs["factor"] = meta.Get<double>(p + "rope.scaling.factor");
+  if (meta.Has(p + "rope.scaling.original_context_length")) {
+    rs["original_max_position_embeddings"] = meta.Get<int>(p + "rope.scaling.original_context_length");
+  }
+  cfg["rope_scaling"] = rs;
+}
+
+}  // namespace
+
+DraftConfig DraftConfigFromGguf(const GgufModel& model, const std::string& path) {
+  const JsonObject meta(model.metadata, path);
+  const std::string arch = meta.Get<std::string>("general.architecture");
+  if (!IsDflashArchitecture(arch)) {
+    Fail(path, ": architecture '", arch, "' is not supported as a draft (supported: dflash, dflash-draft)");
+  }
+  const std::string p = arch + ".";
+  if (meta.Has(p + "attention.sliding_window")) {
+    Fail(path, ": ", p, "attention.sliding_window is set; sliding-window drafts are read from "
+         "safetensors only (GGUF does not say which layers slide)");
+  }
+  const Json& ids = model.metadata.value(p + "dflash.target_layer_ids", Json());
+  if (!ids.is_array() || ids.empty()) Fail(path, ": metadata '", p, "dflash.target_layer_ids' is missing or empty");
+  Json dflash{{"target_layer_ids", ids},
+              {"mask_token_id", meta.Get<int>(p + "dflash.mask_token_id")},
+              {"block_size", meta.Get<int>(p + "dflash.block_size", 16)}};
+  Json cfg{{"architectures", {"DFlashDraftModel"}},
+           {"hidden_size", meta.Get<int>(p + "embedding_length")},
+           {"intermediate_size", meta.Get<int>(p + "feed_forward_length")},
+           {"num_hidden_layers", meta.Get<int>(p + "block_count")},
+           {"num_attention_heads", meta.Get<int>(p + "attention.head_count")},
+           {"max_position_embeddings", meta.Get<int>(p + "context_length", 32768)},
+           {"rms_norm_eps", meta.Get<double>(p + "attention.layer_norm_rms_epsilon", 1e-6)},
+           {"attention_bias", model.store.Find("layers.0.self_attn.q_proj.bias") != nullptr},
+           {"dflash_config", dflash}};
+  if (meta.Has(p + "attention.head_count_kv")) cfg["num_key_value_heads"] = meta.Get<int>(p + "attention.head_count_kv");
+  if (meta.Has(p + "attention.key_length")) cfg["head_dim"] = meta.Get<int>(p + "attention.key_length");
+  AddRope(meta, p, cfg);
+  DraftConfig d = DraftConfigFromJson(cfg, path + " (GGUF metadata)");
+  const int64_t features = static_cast<int64_t>(d.target_layer_ids.size()) * d.decoder.hidden_size;
+  if (meta.Has(p + "dflash.n_target_features") && meta.Get<int64_t>(p + "dflash.n_target_features") != features) {
+    Fail(path, ": ", p, "dflash.n_target_features is ", meta.Get<int64_t>(p + "dflash.n_target_features"),
+         " but ", d.target_layer_ids.size(), " target layers of ", d.decoder.hidden_size, " make ", features);
+  }
+  return d;
 }
 
 TargetConfig TargetConfigFromGguf(const GgufModel& model, const std::string& path) {
@@ -211,20 +280,11 @@ TargetConfig TargetConfigFromGguf(const GgufModel& model, const std::string& pat
            {"num_attention_heads", meta.Get<int>(p + "attention.head_count")},
            {"max_position_embeddings", meta.Get<int>(p + "context_length", 32768)},
            {"rms_norm_eps", meta.Get<double>(p + "attention.layer_norm_rms_epsilon", 1e-6)},
-           {"rope_theta", meta.Get<double>(p + "rope.freq_base", 10000.0)},
            {"tie_word_embeddings", model.store.Find("lm_head.weight") == nullptr},
            {"attention_bias", model.store.Find("model.layers.0.self_attn.q_proj.bias") != nullptr}};
   if (meta.Has(p + "attention.head_count_kv")) cfg["num_key_value_heads"] = meta.Get<int>(p + "attention.head_count_kv");
   if (meta.Has(p + "attention.key_length")) cfg["head_dim"] = meta.Get<int>(p + "attention.key_length");
-  const std::string scaling = meta.Get<std::string>(p + "rope.scaling.type", "none");
-  if (scaling != "none") {
-    Json rs{{"rope_type", scaling}};
-    if (meta.Has(p + "rope.scaling.factor")) rs["factor"] = meta.Get<double>(p + "rope.scaling.factor");
-    if (meta.Has(p + "rope.scaling.original_context_length")) {
-      rs["original_max_position_embeddings"] = meta.Get<int>(p + "rope.scaling.original_context_length");
-    }
-    cfg["rope_scaling"] = rs;
-  }
+  AddRope(meta, p, cfg);
   return TargetConfigFromJson(cfg, path + " (GGUF metadata)");
 }
 

@@ -2,7 +2,7 @@
 // then the tensor data, each tensor at an offset aligned to general.alignment (default 32).
 // All integers little-endian; strings are a u64 length and bytes.
 //
-// Tensors are used in place (mmap) under Hugging Face names (token_embd.weight ->
+// Tensors are used in place (mmap) under Hugging Face names (DFlash drafts: z-lab's names) (token_embd.weight ->
 // model.embed_tokens.weight, blk.N.attn_q.weight -> model.layers.N.self_attn.q_proj.weight,
 // ...), so the Qwen3 model binds them as it binds safetensors. GGUF lists dimensions
 // innermost first; the store keeps ours, outermost first.
@@ -27,10 +27,22 @@ GgufModel LoadGguf(const std::string& path);
 
 // The Hugging Face name of a llama.cpp tensor name; "" when it has none (e.g. rope_freqs).
 std::string HfTensorName(const std::string& gguf_name);
+// The same for a DFlash draft (z-lab's names: fc, hidden_norm, norm, layers.N.*); "" for the
+// token_embd/output copies some converters add, since a draft uses its target's.
+std::string DraftTensorName(const std::string& gguf_name);
+
+// llama.cpp's architecture names for DFlash drafts: "dflash" (upstream) and "dflash-draft"
+// (the earlier forks). Tensors are dflash_fc, dflash_hidden_norm, output_norm and blk.N.*
+// (post-attention norm as post_attention_norm or ffn_norm); metadata ARCH.dflash.block_size,
+// .mask_token_id, .target_layer_ids and optionally .n_target_features.
+bool IsDflashArchitecture(const std::string& arch);
 
 // A Qwen3 target's hyper-parameters from qwen3.* metadata; the vocabulary size, tied
 // embeddings and attention biases are read off the tensors.
 TargetConfig TargetConfigFromGguf(const GgufModel& model, const std::string& path);
+
+// A DFlash draft's configuration from ARCH.* and ARCH.dflash.* metadata.
+DraftConfig DraftConfigFromGguf(const GgufModel& model, const std::string& path);
 
 inline bool IsGgufPath(const std::string& path) {
   return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0;

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "io/json_file.h"
+#include "io/mlx_quantized.h"
 
 namespace dflash {
 
@@ -106,6 +107,8 @@ TensorStore LoadSafetensorsDir(const std::string& dir) {
   } else {
     Fail(dir, ": no model.safetensors or model.safetensors.index.json");
   }
+  const fs::path config = root / "config.json";
+  if (fs::exists(config)) RepackMlxQuantized(ReadJsonFile(config.string()), config.string(), store);
   return store;
 }
 

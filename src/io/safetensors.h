@@ -12,7 +12,8 @@ namespace dflash {
 void AddSafetensorsFile(const std::string& path, TensorStore& store);
 
 // A Hugging Face model directory: model.safetensors, or the shards named by
-// model.safetensors.index.json.
+// model.safetensors.index.json. An MLX-quantised directory (config.json "quantization") has
+// its matrices repacked to MLX affine blocks (io/mlx_quantized.h).
 TensorStore LoadSafetensorsDir(const std::string& dir);
 
 }  // namespace dflash

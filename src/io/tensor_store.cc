@@ -20,19 +20,33 @@ void TensorStore::Add(Tensor t) {
 }
 
 void TensorStore::ReplaceData(const std::string& name, DType dtype, std::vector<uint8_t> bytes) {
+  const Tensor* t = Find(name);
+  if (!t) Fail(origin_, ": tensor '", name, "' is missing");
+  ReplaceTensor(name, dtype, t->shape, std::move(bytes));
+}
+
+void TensorStore::ReplaceTensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                                std::vector<uint8_t> bytes) {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) Fail(origin_, ": tensor '", name, "' is missing");
   Tensor& t = it->second;
-  const int64_t cols = t.shape.empty() ? 1 : t.shape.back();
-  const size_t expect = static_cast<size_t>(t.numel() / cols) * RowBytes(dtype, cols);
+  Tensor shaped;
+  shaped.shape = std::move(shape);
+  const int64_t cols = shaped.shape.empty() ? 1 : shaped.shape.back();
+  const size_t expect = cols == 0 ? 0 : static_cast<size_t>(shaped.numel() / cols) * RowBytes(dtype, cols);
   if (cols % BlockElems(dtype) != 0 || bytes.size() != expect) {
     Fail(origin_, ": tensor '", name, "': ", bytes.size(), " bytes of ", DTypeName(dtype),
-         " do not fit shape ", t.ShapeString());
+         " do not fit shape ", shaped.ShapeString());
   }
   owned_.push_back(std::make_unique<std::vector<uint8_t>>(std::move(bytes)));
   t.dtype = dtype;
+  t.shape = std::move(shaped.shape);
   t.data = owned_.back()->data();
   t.nbytes = owned_.back()->size();
+}
+
+void TensorStore::Remove(const std::string& name) {
+  if (tensors_.erase(name) == 0) Fail(origin_, ": tensor '", name, "' is missing");
 }
 
 const Tensor* TensorStore::Find(const std::string& name) const {

@@ -22,6 +22,11 @@ class TensorStore {
   // Gives tensor `name` new contents of another dtype (same shape), owned by the store: the
   // load-time quantiser's output. Pointers to the old data must not be kept.
   void ReplaceData(const std::string& name, DType dtype, std::vector<uint8_t> bytes);
+  // The same with a new shape (a repacked format whose stored shape differed, e.g. MLX's
+  // packed uint32 words); the bytes must be a whole number of `dtype` rows of shape.back().
+  void ReplaceTensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                     std::vector<uint8_t> bytes);
+  void Remove(const std::string& name);  // throws when absent
 
   // Lets MatMul round activations to bf16 against every 2-D BF16 tensor (WeightRef::
   // bf16_activations); returns how many it marked. Bind models afterwards.

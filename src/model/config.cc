@@ -134,7 +134,10 @@ TargetConfig TargetConfigFromJson(const Json& j, const std::string& path) {
 
 DraftConfig LoadDraftConfig(const std::string& dir) {
   const std::string path = dir + "/config.json";
-  const Json j = ReadJsonFile(path);
+  return DraftConfigFromJson(ReadJsonFile(path), path);
+}
+
+DraftConfig DraftConfigFromJson(const Json& j, const std::string& path) {
   const JsonObject cfg(j, path);
   const std::string arch = Architecture(cfg);
   if (arch != "DFlashDraftModel") {

@@ -66,6 +66,7 @@ TargetConfig LoadTargetConfig(const std::string& dir);
 // names it in errors.
 TargetConfig TargetConfigFromJson(const Json& config, const std::string& path);
 DraftConfig LoadDraftConfig(const std::string& dir);
+DraftConfig DraftConfigFromJson(const Json& config, const std::string& path);
 
 // z-lab's default capture layers for a draft of `num_draft_layers` over `num_target_layers`.
 std::vector<int> DefaultTargetLayerIds(int num_target_layers, int num_draft_layers);

@@ -2,6 +2,8 @@
 // against. Runs once per token per table, so plain scalar code is fast enough. Block formats
 // follow ops/quant_blocks.h, with the gguf package's order of float operations.
 #include "core/error.h"
+#include "ops/matmul_mlx.h"
+#include "ops/mlx_affine.h"
 #include "ops/ops.h"
 #include "ops/quant_blocks.h"
 
@@ -67,6 +69,7 @@ void DequantizeRow(const WeightRef& w, int64_t row, float* out) {
       return;
     }
     default:
+      if (mlx::IsMlxAffine(w.dtype)) return DequantizeMlxAffineRow(w, row, out);
       break;
   }
   void (*block_fn)(const uint8_t*, float*) = nullptr;

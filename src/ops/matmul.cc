@@ -26,7 +26,9 @@
 
 #include "core/error.h"
 #include "ops/column_tasks.h"
+#include "ops/matmul_mlx.h"
 #include "ops/matmul_quant.h"
+#include "ops/mlx_affine.h"
 #include "ops/ops.h"
 #include "ops/quant_blocks.h"
 namespace dflash::ops {
@@ -230,6 +232,7 @@ HWY_EXPORT(MatMulImpl);
 void MatMul(const float* x, int64_t M, const WeightRef& w, const float* bias, float* y,
             ThreadPool& pool) {
   if (quant::IsBlockQuantized(w.dtype)) return MatMulQuantized(x, M, w, bias, y, pool);
+  if (mlx::IsMlxAffine(w.dtype)) return MatMulMlxAffine(x, M, w, bias, y, pool);
   HWY_DYNAMIC_DISPATCH(MatMulImpl)(x, M, w, bias, y, pool);
 }
 }  // namespace dflash::ops

@@ -62,8 +62,15 @@ Engine::Engine(const EngineOptions& options) : options_(options), pool_(options.
   TargetOptions topt;
   topt.kv_capacity = options.context;
   topt.max_rows = std::max(options.prefill_chunk, 16);
-  if (!options.draft_dir.empty()) {
+  if (IsGgufPath(options.draft_dir)) {
+    GgufModel gguf = LoadGguf(options.draft_dir);
+    draft_config_ = DraftConfigFromGguf(gguf, options.draft_dir);
+    draft_store_.emplace(std::move(gguf.store));
+  } else if (!options.draft_dir.empty()) {
     draft_config_ = LoadDraftConfig(options.draft_dir);
+    draft_store_.emplace(LoadSafetensorsDir(options.draft_dir));
+  }
+  if (!options.draft_dir.empty()) {
     CheckDraftMatchesTarget(draft_config_, target_config_, options.draft_dir);
     topt.max_rows = std::max(topt.max_rows, draft_config_.block_size);
     topt.capture_layers = draft_config_.target_layer_ids;
@@ -72,7 +79,6 @@ Engine::Engine(const EngineOptions& options) : options_(options), pool_(options.
   if (options.bf16_activations) target_store_->AllowBf16Activations();
   target_ = std::make_unique<Qwen3Model>(target_config_, *target_store_, topt, pool_);
   if (!options.draft_dir.empty()) {
-    draft_store_.emplace(LoadSafetensorsDir(options.draft_dir));
     if (options.draft_quant) QuantizeMatrices(*draft_store_, *options.draft_quant, pool_);
     if (options.bf16_activations) draft_store_->AllowBf16Activations();
     DraftOptions dopt;

@@ -37,7 +37,13 @@ std::string DecodedBytes(const std::string& spelled) {
 
 Tokenizer Tokenizer::Load(const std::string& dir) {
   const std::string path = dir + "/tokenizer.json";
-  const Json j = ReadJsonFile(path);
+  Tokenizer t = FromJson(ReadJsonFile(path), path);
+  const std::string config_path = dir + "/tokenizer_config.json";
+  if (std::filesystem::exists(config_path)) t.ReadConfig(config_path);
+  return t;
+}
+
+Tokenizer Tokenizer::FromJson(const Json& j, const std::string& path) {
   const JsonObject root(j, path);
   Tokenizer t;
 
@@ -67,9 +73,6 @@ Tokenizer Tokenizer::Load(const std::string& dir) {
     assign(a.id, DecodedBytes(a.content), a.special);
     t.added_by_content_[a.content] = a.id;
   }
-
-  const std::string config_path = dir + "/tokenizer_config.json";
-  if (std::filesystem::exists(config_path)) t.ReadConfig(config_path);
   return t;
 }
 

@@ -30,6 +30,11 @@ class Tokenizer {
   // names, add_bos_token). Throws Error naming the file and field on anything malformed
   // or unsupported.
   static Tokenizer Load(const std::string& dir);
+  // The same from tokenizer.json already parsed; `where` names it in errors.
+  static Tokenizer FromJson(const Json& tokenizer_json, const std::string& where);
+  // From a GGUF's tokenizer.ggml.* metadata (text/gguf_vocab.h), with its bos/eos/pad ids
+  // and add_bos_token; `path` names the file in errors.
+  static Tokenizer FromGguf(const Json& metadata, const std::string& path);
 
   // Throws Error if `text` is not valid UTF-8 (naming the offset): there is no faithful
   // way to tokenize it, and the reference cannot even be handed such text.

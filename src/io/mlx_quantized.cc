@@ -1,0 +1,124 @@
+#include "io/mlx_quantized.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "ops/mlx_affine.h"
+
+namespace dflash {
+
+namespace {
+
+bool EndsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+struct Scheme {
+  int bits = 0;
+  int group = 0;
+};
+
+Scheme ReadScheme(const JsonObject& q, const Scheme& fallback) {
+  Scheme s{q.Get<int>("bits", fallback.bits), q.Get<int>("group_size", fallback.group)};
+  const std::string mode = q.Get<std::string>("mode", "affine");
+  if (mode != "affine") Fail(q.where(), ": quantization mode '", mode, "' is not supported (affine only)");
+  return s;
+}
+
+float ToF32(const Tensor& t, int64_t i) {
+  const uint8_t* p = t.data + static_cast<size_t>(i) * BlockBytes(t.dtype);
+  uint16_t h;
+  switch (t.dtype) {
+    case DType::kF32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    case DType::kBF16: std::memcpy(&h, p, 2); return BF16ToF32(h);
+    case DType::kF16: std::memcpy(&h, p, 2); return F16ToF32(h);
+    default: Fail(t.file, ": tensor '", t.name, "' has dtype ", DTypeName(t.dtype), " (MLX scales and biases are F32, BF16 or F16)");
+  }
+}
+
+// The blocks of one matrix: per row, per group, f32 scale and bias, then the codes re-laid.
+std::vector<uint8_t> Repack(const Tensor& weight, const Tensor& scales, const Tensor& biases,
+                            int bits, DType type, int64_t rows, int64_t cols) {
+  const int64_t group = BlockElems(type), groups = cols / group;
+  const size_t block_bytes = BlockBytes(type);
+  const int64_t words = weight.shape[1];
+  const uint32_t mask = (1u << bits) - 1;
+  const int per_word = 32 / bits;
+  std::vector<uint8_t> out(static_cast<size_t>(rows) * RowBytes(type, cols), 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* wrow = weight.data + static_cast<size_t>(r) * words * 4;
+    for (int64_t g = 0; g < groups; ++g) {
+      uint8_t* blk = out.data() + (static_cast<size_t>(r) * groups + g) * block_bytes;
+      const float scale = ToF32(scales, r * groups + g), bias = ToF32(biases, r * groups + g);
+      std::memcpy(blk + mlx::kScaleOffset, &scale, 4);
+      std::memcpy(blk + mlx::kBiasOffset, &bias, 4);
+      for (int64_t e = 0; e < group; ++e) {
+        const int64_t k = g * group + e;
+        uint32_t word;
+        std::memcpy(&word, wrow + 4 * (k / per_word), 4);
+        const int q = static_cast<int>((word >> (bits * (k % per_word))) & mask);
+        mlx::SetCode(blk, bits, static_cast<int>(e), q);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int RepackMlxQuantized(const Json& config, const std::string& where, TensorStore& store) {
+  if (!config.is_object() || !config.contains("quantization")) return 0;
+  const JsonObject quant(config.at("quantization"), where + ": quantization");
+  const Scheme defaults = ReadScheme(quant, Scheme{});
+  int repacked = 0;
+  for (const std::string& name : store.Names()) {
+    if (!EndsWith(name, ".scales")) continue;
+    const std::string module = name.substr(0, name.size() - 7);
+    const std::string what = store.origin() + ": MLX-quantised '" + module + "'";
+    const Tensor* weight = store.Find(module + ".weight");
+    const Tensor* biases = store.Find(module + ".biases");
+    const Tensor& scales = *store.Find(name);
+    if (!weight || !biases) Fail(what, ": has .scales but no ", weight ? ".biases" : ".weight");
+    Scheme s = defaults;
+    if (quant.Has(module)) {
+      const Json& o = quant.raw().at(module);
+      if (o.is_boolean() && !o.get<bool>()) Fail(what, ": quantization marks it unquantised, yet it has scales");
+      if (!o.is_object()) Fail(where, ": quantization['", module, "'] must be an object or false");
+      s = ReadScheme(JsonObject(o, where + ": quantization['" + module + "']"), defaults);
+    }
+    DType type;
+    if (!mlx::BlockType(s.bits, s.group, &type)) {
+      Fail(what, ": bits ", s.bits, " with group size ", s.group,
+           " is not supported (bits 4 or 8, group size 32, 64 or 128)");
+    }
+    if (weight->dtype != DType::kU32 || weight->shape.size() != 2) {
+      Fail(what, ": weight must be 2-D U32 words, is ", DTypeName(weight->dtype), " ", weight->ShapeString());
+    }
+    const int64_t rows = weight->shape[0], cols = weight->shape[1] * 32 / s.bits;
+    const std::vector<int64_t> want{rows, cols / s.group};
+    if (cols % s.group != 0 || scales.shape != want || biases->shape != want || biases->dtype != scales.dtype) {
+      Fail(what, ": weight ", weight->ShapeString(), " at ", s.bits, " bits is ", rows, " x ", cols,
+           ", so scales and biases must both be [", rows, ", ", cols / s.group, "] of one dtype; they are ",
+           scales.ShapeString(), " ", DTypeName(scales.dtype), " and ", biases->ShapeString(), " ",
+           DTypeName(biases->dtype));
+    }
+    std::vector<uint8_t> bytes = Repack(*weight, scales, *biases, s.bits, type, rows, cols);
+    store.ReplaceTensor(module + ".weight", type, {rows, cols}, std::move(bytes));
+    store.Remove(name);
+    store.Remove(module + ".biases");
+    ++repacked;
+  }
+  for (const std::string& name : store.Names()) {
+    const Tensor& t = *store.Find(name);
+    if (t.dtype == DType::kU32 && EndsWith(name, ".weight")) {
+      Fail(store.origin(), ": tensor '", name, "' is U32 (MLX-quantised) but has no .scales and .biases");
+    }
+  }
+  return repacked;
+}
+
+}  // namespace dflash
