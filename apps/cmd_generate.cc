@@ -66,7 +66,6 @@ ChatPrompt BuildChat(const std::string& prompt_text, const std::string& system, 
 
 }  // namespace
 
-// The tokenizer that ships with the model (or --tokenizer DIR); none when neither has one.
 std::optional<Tokenizer> LoadTokenizer(const std::string& flag_dir, const std::string& model_dir) {
   if (!flag_dir.empty()) return Tokenizer::Load(flag_dir);
   if (std::filesystem::exists(model_dir + "/tokenizer.json")) return Tokenizer::Load(model_dir);
