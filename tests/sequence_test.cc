@@ -19,7 +19,7 @@ Engine MakeEngine(bool draft, int prefill_chunk = 64) {
   o.target_dir = (kPair / "target").string();
   if (draft) o.draft_dir = (kPair / "draft").string();
   o.context = 512;
-  o.threads = 2;
+  o.threads = 1;
   o.prefill_chunk = prefill_chunk;
   return Engine(o);
 }
@@ -121,7 +121,7 @@ TEST(Sequence, BoundedDraftContextDoesNotReuse) {
   o.target_dir = (kPair / "target").string();
   o.draft_dir = (kPair / "draft").string();
   o.context = 256;
-  o.threads = 2;
+  o.threads = 1;
   o.draft_window = 32;
   o.draft_sink = 8;
   Engine engine(o);

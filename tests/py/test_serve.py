@@ -27,7 +27,7 @@ QWEN3_TEMPLATE = SHARED / "data" / "templates" / "Qwen-Qwen3-0.6B.jinja"
 class Server:
     def __init__(self, *extra):
         cmd = [BIN, "serve", "-m", str(PAIR / "target"), "-d", str(PAIR / "draft"), "--port", "0",
-               "--threads", "2", *extra]
+               "--threads", "1", *extra]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
         self.log = []
         deadline = time.time() + 60
@@ -156,7 +156,7 @@ def test_streamed_chat_adds_up_to_plain(server):
 
 def test_greedy_http_equals_generate(server):
     out = subprocess.run([BIN, "generate", "-m", str(PAIR / "target"), "-d", str(PAIR / "draft"), "--chat",
-                          "-p", USER[0]["content"], "-n", "48", "--json", "--threads", "2"],
+                          "-p", USER[0]["content"], "-n", "48", "--json", "--threads", "1"],
                          capture_output=True, text=True, check=True)
     ref = json.loads(out.stdout)
     r = server.client().chat.completions.create(model="m", messages=USER, max_tokens=48, temperature=0)
