@@ -43,6 +43,7 @@ class Emitter {
 
 // A parsed request, ready to run.
 struct Job {
+  uint64_t number = 0;  // unique within this server's run
   ResponseHeader header;
   bool chat = false;
   GenerationRequest request;
@@ -159,6 +160,7 @@ Job Server::Impl::NewJob(const GenerationRequest& r, const char* object, const c
   job.deadline = job.start + std::chrono::milliseconds(static_cast<int64_t>(opt.timeout_s * 1000));
   job.request = r;
   const uint64_t n = next_id++;
+  job.number = n;
   job.header.id = std::string(id_prefix) + std::to_string(n) + "-" +
                   std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
   job.header.object = object;
@@ -199,7 +201,7 @@ Job Server::Impl::ChatJob(const httplib::Request& req) {
     throw BadRequest("this model's chat template has no tool-call format, so 'tools' cannot be used", "tools");
   }
   if (!use_tools) p.output.tool_calls = ToolCallFormat::kNone;  // tool_choice none: all text is content
-  p.output.call_id_prefix = "call_" + std::to_string(next_id.load()) + "_";
+  p.output.call_id_prefix = "call_" + std::to_string(job.number) + "_";
   job.chat = true;
   job.forced_prefix = ForcedToolPrefix(r, p.output);
   job.prompt = std::move(p.ids);

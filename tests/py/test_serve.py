@@ -406,3 +406,17 @@ def test_fuzz_never_crashes(server):
         if status == 400:
             assert "message" in json.loads(text)["error"]
     assert server.json("GET", "/health")[0] == 200
+
+
+def test_timeout_ends_a_long_generation():
+    s = Server("--ctx", "4096", "--timeout", "1")
+    try:
+        start = time.time()
+        r = s.client().completions.create(model="m", prompt="import re\n", max_tokens=4000,
+                                          extra_body={"ignore_eos": True})
+        assert time.time() - start < 20
+        assert r.choices[0].finish_reason == "length"
+        assert r.usage.completion_tokens < 4000
+        assert s.metric("dflash_generations_timed_out_total") == 1
+    finally:
+        s.stop()
