@@ -72,12 +72,21 @@ void Args::Option(const std::string& names, double* out, const std::string& valu
       [out, flag](const std::string& v) { *out = ParseNumber<double>(flag, v); });
 }
 
+void Args::Positional(const std::string& name, std::string* out, const std::string& help) {
+  positionals_.push_back({name, help, out});
+}
+
 bool Args::Parse(int argc, char** argv) {
+  size_t next_positional = 0;
   for (int i = 0; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") {
       std::fputs(Help().c_str(), stdout);
       return false;
+    }
+    if (!arg.empty() && arg[0] != '-' && next_positional < positionals_.size()) {
+      *positionals_[next_positional++].out = arg;
+      continue;
     }
     std::string inline_value;
     bool has_inline = false;
@@ -108,6 +117,9 @@ bool Args::Parse(int argc, char** argv) {
     }
     given_.push_back(it->names.back());
   }
+  if (next_positional < positionals_.size()) {
+    Fail("dflash ", command_, ": missing ", positionals_[next_positional].name, " (see dflash ", command_, " --help)");
+  }
   return true;
 }
 
@@ -117,7 +129,14 @@ bool Args::Given(const std::string& long_name) const {
 
 std::string Args::Help() const {
   std::ostringstream os;
-  os << "usage: dflash " << command_ << " [options]\n\n" << summary_ << "\n\noptions:\n";
+  os << "usage: dflash " << command_;
+  for (const PositionalSpec& p : positionals_) os << " " << p.name;
+  os << " [options]\n\n" << summary_ << "\n\n";
+  for (const PositionalSpec& p : positionals_) {
+    const std::string left = "  " + p.name;
+    os << left << std::string(left.size() < 30 ? 30 - left.size() : 1, ' ') << p.help << "\n";
+  }
+  os << (positionals_.empty() ? "" : "\n") << "options:\n";
   for (const Spec& s : specs_) {
     std::string left = "  ";
     for (size_t i = 0; i < s.names.size(); ++i) left += (i ? ", " : "") + s.names[i];

@@ -23,6 +23,9 @@ class Args {
   void Option(const std::string& names, unsigned long long* out, const std::string& value_name,
               const std::string& help);
 
+  // Declares the positional arguments, in order (e.g. "DIR"); each is required.
+  void Positional(const std::string& name, std::string* out, const std::string& help);
+
   // Parses argv (after the sub-command). Returns false when --help was printed.
   // Throws Error naming the flag on unknown flags, missing or malformed values.
   bool Parse(int argc, char** argv);
@@ -42,6 +45,11 @@ class Args {
 
   std::string command_, summary_;
   std::vector<Spec> specs_;
+  struct PositionalSpec {
+    std::string name, help;
+    std::string* out;
+  };
+  std::vector<PositionalSpec> positionals_;
   std::vector<std::string> given_;
 };
 

@@ -9,5 +9,6 @@ int Tokenize(int argc, char** argv);
 int Detokenize(int argc, char** argv);
 int Template(int argc, char** argv);
 int Serve(int argc, char** argv);
+int Trace(int argc, char** argv);
 
 }  // namespace dflash::app
