@@ -21,7 +21,7 @@ int Serve(int argc, char** argv) {
   ModelFlags mf;
   serve::ServerOptions so;
   std::string tokenizer_dir, template_file;
-  double max_body_mib = 8;
+  double max_body_mib = 8, cache_ram_mib = 0;
   bool scripted = false;
   Args args("serve", "Serve the model over an OpenAI-compatible HTTP API (chat, completions, models, metrics).\n"
                      "Each slot keeps its last sequence, so a request that repeats a conversation's prefix\n"
@@ -34,6 +34,8 @@ int Serve(int argc, char** argv) {
   args.Option("--alias", &so.alias, "NAME", "model name listed by /v1/models and returned in responses");
   args.Flag("--strict-model", &so.strict_model, "reject requests whose 'model' is not the alias (default: serve any name)");
   args.Option("--diagnostics", &so.diagnostics_dir, "DIR", "write DIR/requests.jsonl (one line per request) and DIR/summary.json");
+  args.Option("--cache-ram", &cache_ram_mib, "MIB",
+              "RAM for saved sequences beyond the slots (prefix cache, LRU; whole sequences of --ctx each)");
   args.Option("--timeout", &so.timeout_s, "SEC", "per-request limit on queueing plus generation (then finish_reason 'length')");
   args.Option("--max-body", &max_body_mib, "MIB", "largest request body accepted");
   args.Option("--tokenizer", &tokenizer_dir, "DIR", "tokenizer directory (default: the model directory)");
@@ -44,6 +46,7 @@ int Serve(int argc, char** argv) {
   if (so.parallel < 1) Fail("--parallel must be at least 1, got ", so.parallel);
   if (so.timeout_s <= 0) Fail("--timeout must be positive, got ", so.timeout_s);
   if (max_body_mib <= 0) Fail("--max-body must be positive, got ", max_body_mib);
+  if (cache_ram_mib < 0) Fail("--cache-ram must be >= 0, got ", cache_ram_mib);
   so.max_body_bytes = static_cast<size_t>(max_body_mib * 1024 * 1024);
   so.allow_scripted_output = scripted;
   if (args.Given("--seed")) so.seed = mf.seed;
@@ -76,16 +79,21 @@ int Serve(int argc, char** argv) {
   // Without -n a request may fill its context, as OpenAI's servers allow.
   if (!args.Given("--n-predict")) gen.max_new_tokens = engine.options().context;
 
+  const size_t per_slot = engine.cache_bytes();
+  so.saved_sequences = static_cast<int>(cache_ram_mib * 1024 * 1024 / static_cast<double>(per_slot));
+  if (cache_ram_mib > 0 && so.saved_sequences == 0) {
+    Fail("--cache-ram ", cache_ram_mib, " MiB holds no sequence: one takes ", MiB(per_slot), " MiB at --ctx ",
+         engine.options().context);
+  }
   serve::Server server(engine, *tok, std::move(chat_template), gen, so);
   const int port = server.Bind();
-  const size_t per_slot = engine.cache_bytes();
   std::fprintf(stderr,
                "dflash serve: %s%s%s, %s, %d slot(s) x %d positions\n"
-               "  reserved: %.1f MiB KV + draft context per slot, %.1f MiB in all; the slots are the prefix cache\n"
-               "  (each keeps its last sequence for reuse)\n",
+               "  reserved: %.1f MiB KV + draft context per sequence; %d slot(s) + %d saved sequence(s) = %.1f MiB\n"
+               "  (every slot keeps its last sequence for prefix reuse; saved ones extend that cache, LRU)\n",
                mf.model.c_str(), engine.has_draft() ? " + draft " : "", engine.has_draft() ? mf.draft.c_str() : "",
                gen.block_size > 1 ? "dflash" : "plain decoding", so.parallel, engine.options().context, MiB(per_slot),
-               MiB(per_slot * so.parallel));
+               so.parallel, so.saved_sequences, MiB(per_slot * (so.parallel + so.saved_sequences)));
   std::fprintf(stderr, "dflash serve: listening on http://%s:%d\n", so.host.c_str(), port);
   std::fflush(stderr);
 

@@ -219,6 +219,32 @@ TEST(SlotPool, PicksTheLongestPrefixThenLeastRecentlyUsed) {
   EXPECT_EQ(polls, 3);
 }
 
+TEST(SlotPool, SavedSequencesKeepWhatASlotWouldLose) {
+  EngineOptions o;
+  o.target_dir = (kPair / "target").string();
+  o.context = 64;
+  o.threads = 1;
+  Engine engine(o);
+  SlotPool pool(engine, 1, 2);
+  const auto far = SlotPool::Clock::now() + std::chrono::seconds(5);
+  const auto serve = [&](const std::vector<int32_t>& prompt) {
+    auto l = pool.Acquire(prompt, far, std::chrono::milliseconds(10), {});
+    const int reused = engine.ReusablePrefix(l->slot().seq, prompt);
+    l->slot().seq.tokens = prompt;  // as if it had served `prompt`
+    return reused;
+  };
+  const std::vector<int32_t> a = {5, 6, 7, 8, 9}, b = {10, 11, 12, 13}, c = {20, 21, 22};
+  EXPECT_EQ(serve(a), 0);
+  EXPECT_EQ(serve(b), 0);  // a is saved, not overwritten
+  EXPECT_EQ(serve(a), 4);  // a comes back from the saved set
+  EXPECT_EQ(serve(b), 3);
+  EXPECT_EQ(serve(c), 0);  // a and b are both saved now
+  EXPECT_EQ(serve({20, 21, 22, 23}), 3);
+  EXPECT_EQ(serve({30, 31, 32}), 0);  // the saved set is full: a, the least recently used, goes
+  EXPECT_EQ(serve(a), 0);
+  EXPECT_EQ(serve({20, 21, 22, 23, 24}), 4);  // c's turn is still saved
+}
+
 TEST(Metrics, CountsAcceptancePerDraftPosition) {
   Metrics m;
   GenerationRecord r;

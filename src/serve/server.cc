@@ -82,7 +82,7 @@ std::string ForcedToolPrefix(const ChatRequest& r, const OutputFormat& f) {
 struct Server::Impl {
   Impl(Engine& e, const text::Tokenizer& t, std::optional<ChatTemplate> tmpl, const GenerateOptions& d,
        const ServerOptions& o)
-      : engine(e), tok(t), chat_template(std::move(tmpl)), defaults(d), opt(o), slots(e, o.parallel) {
+      : engine(e), tok(t), chat_template(std::move(tmpl)), defaults(d), opt(o), slots(e, o.parallel, o.saved_sequences) {
     if (!opt.diagnostics_dir.empty()) diagnostics.emplace(opt.diagnostics_dir);
   }
 
@@ -532,7 +532,8 @@ void Server::Impl::Setup() {
     m["meta"] = {{"n_ctx", engine.options().context},
                  {"n_vocab", engine.target_config().decoder.vocab_size},
                  {"draft", engine.has_draft()},
-                 {"slots", slots.size()}};
+                 {"slots", slots.size()},
+                 {"saved_sequences", slots.saved()}};
     SendJson(res, 200, {{"object", "list"}, {"data", OJson::array({m})}});
   }));
   http.Get("/metrics", Route("metrics", true, [this](const httplib::Request&, httplib::Response& res) {

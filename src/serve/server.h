@@ -23,6 +23,7 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                 // 0: any free port
   int parallel = 1;                // slots
+  int saved_sequences = 0;         // prefix cache beyond the slots (--cache-ram), see SlotPool
   std::string api_key;             // empty: no authentication
   std::string alias = "dflash";    // the model name /v1/models lists and responses carry
   bool strict_model = false;       // reject requests naming another model

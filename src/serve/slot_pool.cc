@@ -2,8 +2,12 @@
 
 namespace dflash::serve {
 
-SlotPool::SlotPool(Engine& engine, int slots) : engine_(engine) {
+SlotPool::SlotPool(Engine& engine, int slots, int saved) : engine_(engine) {
   if (slots < 1) Fail("--parallel must be at least 1, got ", slots);
+  for (int i = 0; i < saved; ++i) {
+    saved_.emplace_back();
+    saved_.back().seq = engine.NewSequence();
+  }
   for (int i = 0; i < slots; ++i) {
     auto s = std::make_unique<Slot>();
     s->id = i;
@@ -36,6 +40,29 @@ Slot* SlotPool::PickIdle(std::span<const int32_t> prompt) {
   return best;
 }
 
+void SlotPool::SwapWithSaved(Slot& slot, std::span<const int32_t> prompt) {
+  if (saved_.empty()) return;
+  const int reuse = engine_.ReusablePrefix(slot.seq, prompt);
+  Slot* best = &saved_[0];
+  int best_reuse = -1;
+  for (Slot& s : saved_) {
+    const int r = engine_.ReusablePrefix(s.seq, prompt);
+    if (r > best_reuse) {
+      best = &s;
+      best_reuse = r;
+    }
+  }
+  if (best_reuse <= reuse) {
+    if (static_cast<int>(slot.seq.tokens.size()) <= reuse) return;  // nothing would be lost
+    best = &saved_[0];  // keep the slot's sequence in place of the least recently used one
+    for (Slot& s : saved_) {
+      if (s.last_used < best->last_used) best = &s;
+    }
+  }
+  std::swap(slot.seq, best->seq);
+  best->last_used = ++clock_;
+}
+
 std::optional<SlotPool::Lease> SlotPool::Acquire(std::span<const int32_t> prompt, Clock::time_point deadline,
                                                  std::chrono::milliseconds tick,
                                                  const std::function<bool()>& waiting) {
@@ -43,6 +70,7 @@ std::optional<SlotPool::Lease> SlotPool::Acquire(std::span<const int32_t> prompt
   ++queued_;
   while (true) {
     if (Slot* s = PickIdle(prompt)) {
+      SwapWithSaved(*s, prompt);
       s->busy = true;
       --queued_;
       return Lease(this, s);

@@ -2,6 +2,12 @@
 // of its last request in its caches, so it doubles as the prefix cache: a new request takes the
 // idle slot whose tokens share the longest prefix with its prompt (agents resend the whole
 // conversation every turn), and among equals the least recently used one.
+//
+// Saved sequences (--cache-ram) extend that cache: when a request would overwrite a slot's
+// sequence, the sequence is swapped into the saved set instead (evicting the least recently
+// used saved one, whose storage the slot then reuses), and a request that shares more with a
+// saved sequence than with any idle slot has it swapped into its slot. Swaps exchange buffers:
+// nothing is copied.
 #pragma once
 
 #include <chrono>
@@ -29,7 +35,8 @@ class SlotPool {
  public:
   using Clock = std::chrono::steady_clock;
 
-  SlotPool(Engine& engine, int slots);
+  // `saved`: sequences kept beyond the slots (each the size of one slot's caches).
+  SlotPool(Engine& engine, int slots, int saved = 0);
 
   // A slot held by one request; released (and returned to the pool) when destroyed.
   class Lease {
@@ -51,14 +58,17 @@ class SlotPool {
                                std::chrono::milliseconds tick, const std::function<bool()>& waiting);
 
   int size() const { return static_cast<int>(slots_.size()); }
+  int saved() const { return static_cast<int>(saved_.size()); }
   int busy() const;
   int queued() const;
 
  private:
   Slot* PickIdle(std::span<const int32_t> prompt);  // with mu_ held
+  void SwapWithSaved(Slot& slot, std::span<const int32_t> prompt);  // with mu_ held
 
   Engine& engine_;
   std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<Slot> saved_;  // never busy; last_used orders eviction
   mutable std::mutex mu_;
   std::condition_variable idle_;
   uint64_t clock_ = 0;

@@ -420,3 +420,18 @@ def test_timeout_ends_a_long_generation():
         assert s.metric("dflash_generations_timed_out_total") == 1
     finally:
         s.stop()
+
+
+def test_cache_ram_keeps_conversations_beyond_the_slots():
+    s = Server("--ctx", "512", "--parallel", "1", "--cache-ram", "11")
+    try:
+        assert "1 slot(s) + 2 saved sequence(s)" in "".join(s.log)
+        c = s.client()
+        convs = [[{"role": "user", "content": f"def handler_{i}(request):"}] for i in range(2)]
+        first = [c.chat.completions.create(model="m", messages=m, max_tokens=8, temperature=0) for m in convs]
+        # Conversation 0 again, after conversation 1 took the only slot: it comes back from RAM.
+        again = c.chat.completions.create(model="m", messages=convs[0], max_tokens=8, temperature=0)
+        assert again.model_extra["timings"]["cache_n"] == first[0].usage.prompt_tokens - 1
+        assert again.choices[0].message.content == first[0].choices[0].message.content
+    finally:
+        s.stop()
