@@ -8,6 +8,7 @@ int Bench(int argc, char** argv);
 int Tokenize(int argc, char** argv);
 int Detokenize(int argc, char** argv);
 int Template(int argc, char** argv);
+int Serve(int argc, char** argv);
 int Trace(int argc, char** argv);
 
 }  // namespace dflash::app

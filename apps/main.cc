@@ -22,6 +22,7 @@ constexpr Command kCommands[] = {
     {"tokenize", dflash::app::Tokenize, "text to token ids with a tokenizer.json"},
     {"detokenize", dflash::app::Detokenize, "token ids to text"},
     {"template", dflash::app::Template, "render a model's chat template over a conversation"},
+    {"serve", dflash::app::Serve, "OpenAI-compatible HTTP server (chat, completions, metrics)"},
     {"trace", dflash::app::Trace, "record an agent session, replay it against a server, compare replays"},
 };
 

@@ -2,10 +2,12 @@
 // declared once, turned into EngineOptions and GenerateOptions in one place.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "args.h"
 #include "spec/engine.h"
+#include "text/tokenizer.h"
 
 namespace dflash::app {
 
@@ -33,5 +35,8 @@ struct ModelFlags {
   GenerateOptions Generation(const Args& args, const dflash::Engine& engine) const;
   bool speculative(const dflash::Engine& engine) const;
 };
+
+// The tokenizer that ships with the model (or --tokenizer DIR); none when neither has one.
+std::optional<text::Tokenizer> LoadTokenizer(const std::string& flag_dir, const std::string& model_dir);
 
 }  // namespace dflash::app

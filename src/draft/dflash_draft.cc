@@ -35,10 +35,7 @@ DFlashDraft::DFlashDraft(const DraftConfig& config, const TensorStore& store,
     options_.context_capacity = options_.sink + options_.window + options_.window / 2 + options_.max_append;
   }
   cache_rows_ = options_.context_capacity + options_.max_block;
-  const size_t cache = static_cast<size_t>(d.num_layers) * cache_rows_ * kv_dim_;
-  k_cache_.assign(cache, 0.0f);
-  v_cache_.assign(cache, 0.0f);
-  ctx_pos_.assign(cache_rows_, 0);
+  if (options_.own_context) own_ctx_ = NewContext();
   const int B = options_.max_block;
   const int R = std::max(B, options_.max_append);
   ctx_.resize(static_cast<size_t>(options_.max_append) * H);
@@ -53,60 +50,81 @@ DFlashDraft::DFlashDraft(const DraftConfig& config, const TensorStore& store,
   key_end_.resize(B);
 }
 
+DraftContext DFlashDraft::NewContext() const {
+  const size_t n = static_cast<size_t>(cfg_.decoder.num_layers) * cache_rows_ * kv_dim_;
+  DraftContext c;
+  c.k.assign(n, 0.0f);
+  c.v.assign(n, 0.0f);
+  c.pos.assign(cache_rows_, 0);
+  return c;
+}
+
+void DFlashDraft::Bind(DraftContext* context) {
+  DraftContext* next = context ? context : &own_ctx_;
+  if (next->pos.size() != static_cast<size_t>(cache_rows_)) Fail("draft: bound context was not made by this draft");
+  bound_ = next;
+}
+
+size_t DFlashDraft::cache_bytes() const {
+  return static_cast<size_t>(cfg_.decoder.num_layers) * cache_rows_ * kv_dim_ * 2 * sizeof(float) +
+         cache_rows_ * sizeof(int32_t);
+}
+
 void DFlashDraft::AppendContext(const float* features, int n, int pos) {
   const DecoderConfig& d = cfg_.decoder;
   const int64_t H = d.hidden_size;
   const float eps = static_cast<float>(d.rms_norm_eps);
+  if (bound_->pos.empty()) Fail("draft: AppendContext without a context bound");
   if (n < 1 || n > options_.max_append) Fail("draft: AppendContext of ", n, " rows (max ", options_.max_append, ")");
-  if (options_.window > 0 && ctx_len_ + n > options_.sink + options_.window + options_.window / 2) Compact();
-  if (ctx_len_ + n > options_.context_capacity) {
-    Fail("draft context full: ", ctx_len_ + n, " rows, capacity ", options_.context_capacity);
+  if (options_.window > 0 && bound_->length + n > options_.sink + options_.window + options_.window / 2) Compact();
+  if (bound_->length + n > options_.context_capacity) {
+    Fail("draft context full: ", bound_->length + n, " rows, capacity ", options_.context_capacity);
   }
   ops::MatMul(features, n, fc_, nullptr, ctx_.data(), pool_);
   ops::RmsNorm(ctx_.data(), n, H, hidden_norm_.data(), eps, ctx_.data());
   for (int l = 0; l < d.num_layers; ++l) {
     const DecoderLayerWeights& w = layers_[l];
-    float* k_rows = k_cache_.data() + (static_cast<size_t>(l) * cache_rows_ + ctx_len_) * kv_dim_;
-    float* v_rows = v_cache_.data() + (static_cast<size_t>(l) * cache_rows_ + ctx_len_) * kv_dim_;
+    float* k_rows = bound_->k.data() + (static_cast<size_t>(l) * cache_rows_ + bound_->length) * kv_dim_;
+    float* v_rows = bound_->v.data() + (static_cast<size_t>(l) * cache_rows_ + bound_->length) * kv_dim_;
     ops::MatMul(ctx_.data(), n, w.k_proj, BiasOrNull(w.k_bias), k_rows, pool_);
     ops::MatMul(ctx_.data(), n, w.v_proj, BiasOrNull(w.v_bias), v_rows, pool_);
     ops::RmsNorm(k_rows, static_cast<int64_t>(n) * d.num_kv_heads, d.head_dim, w.k_norm.data(), eps, k_rows);
     for (int r = 0; r < n; ++r) rope_.Apply(k_rows + static_cast<size_t>(r) * kv_dim_, d.num_kv_heads, pos + r);
   }
-  for (int r = 0; r < n; ++r) ctx_pos_[ctx_len_ + r] = pos + r;
-  ctx_len_ += n;
+  for (int r = 0; r < n; ++r) bound_->pos[bound_->length + r] = pos + r;
+  bound_->length += n;
 }
 
 void DFlashDraft::Compact() {
   // Keep rows [0, sink) and the last `window` rows; positions stay absolute (RoPE is baked
   // into the cached keys), and cached rows stay sorted by position.
-  const int keep_from = ctx_len_ - options_.window;
+  const int keep_from = bound_->length - options_.window;
   const int dst = options_.sink;
   if (keep_from <= dst) return;
   for (int l = 0; l < cfg_.decoder.num_layers; ++l) {
-    for (std::vector<float>* cache : {&k_cache_, &v_cache_}) {
+    for (std::vector<float>* cache : {&bound_->k, &bound_->v}) {
       float* base = cache->data() + static_cast<size_t>(l) * cache_rows_ * kv_dim_;
       std::memmove(base + static_cast<size_t>(dst) * kv_dim_, base + static_cast<size_t>(keep_from) * kv_dim_,
                    static_cast<size_t>(options_.window) * kv_dim_ * sizeof(float));
     }
   }
-  std::memmove(ctx_pos_.data() + dst, ctx_pos_.data() + keep_from, options_.window * sizeof(int32_t));
-  ctx_len_ = dst + options_.window;
+  std::memmove(bound_->pos.data() + dst, bound_->pos.data() + keep_from, options_.window * sizeof(int32_t));
+  bound_->length = dst + options_.window;
 }
 
 void DFlashDraft::TruncateContext(int pos) {
   if (options_.window > 0 && pos > 0) Fail("draft: TruncateContext(", pos, ") needs an unbounded draft context");
-  ctx_len_ = std::min(ctx_len_, std::max(pos, 0));
+  bound_->length = std::min(bound_->length, std::max(pos, 0));
 }
 
 void DFlashDraft::LayerAttention(int layer, int B, int pos) {
   const DecoderConfig& d = cfg_.decoder;
   const DecoderLayerWeights& w = layers_[layer];
   const float eps = static_cast<float>(d.rms_norm_eps);
-  float* k_layer = k_cache_.data() + static_cast<size_t>(layer) * cache_rows_ * kv_dim_;
-  float* v_layer = v_cache_.data() + static_cast<size_t>(layer) * cache_rows_ * kv_dim_;
-  float* k_rows = k_layer + static_cast<size_t>(ctx_len_) * kv_dim_;
-  float* v_rows = v_layer + static_cast<size_t>(ctx_len_) * kv_dim_;
+  float* k_layer = bound_->k.data() + static_cast<size_t>(layer) * cache_rows_ * kv_dim_;
+  float* v_layer = bound_->v.data() + static_cast<size_t>(layer) * cache_rows_ * kv_dim_;
+  float* k_rows = k_layer + static_cast<size_t>(bound_->length) * kv_dim_;
+  float* v_rows = v_layer + static_cast<size_t>(bound_->length) * kv_dim_;
   ops::MatMul(xn_.data(), B, w.q_proj, BiasOrNull(w.q_bias), q_.data(), pool_);
   ops::MatMul(xn_.data(), B, w.k_proj, BiasOrNull(w.k_bias), k_rows, pool_);
   ops::MatMul(xn_.data(), B, w.v_proj, BiasOrNull(w.v_bias), v_rows, pool_);
@@ -114,20 +132,20 @@ void DFlashDraft::LayerAttention(int layer, int B, int pos) {
   ops::RmsNorm(k_rows, static_cast<int64_t>(B) * d.num_kv_heads, d.head_dim, w.k_norm.data(), eps, k_rows);
   const int window = d.layer_window[layer];
   const bool causal = cfg_.layer_causal[layer];
-  const int total = ctx_len_ + B;
+  const int total = bound_->length + B;
   for (int j = 0; j < B; ++j) {
     rope_.Apply(q_.data() + static_cast<size_t>(j) * q_dim_, d.num_heads, pos + j);
     rope_.Apply(k_rows + static_cast<size_t>(j) * kv_dim_, d.num_kv_heads, pos + j);
   }
   for (int j = 0; j < B; ++j) {
     const int q_pos = pos + j;
-    int begin = 0, end = causal ? ctx_len_ + j + 1 : total;
+    int begin = 0, end = causal ? bound_->length + j + 1 : total;
     if (window > 0) {
       // Cached rows are sorted by position: find the first with q_pos - k_pos < window.
-      begin = static_cast<int>(std::upper_bound(ctx_pos_.begin(), ctx_pos_.begin() + ctx_len_, q_pos - window) -
-                               ctx_pos_.begin());
-      if (begin == ctx_len_) begin = ctx_len_ + std::max(0, j - window + 1);
-      if (!causal) end = std::min(total, ctx_len_ + j + window);
+      begin = static_cast<int>(std::upper_bound(bound_->pos.begin(), bound_->pos.begin() + bound_->length, q_pos - window) -
+                               bound_->pos.begin());
+      if (begin == bound_->length) begin = bound_->length + std::max(0, j - window + 1);
+      if (!causal) end = std::min(total, bound_->length + j + window);
     }
     key_begin_[j] = begin;
     key_end_[j] = end;
@@ -143,6 +161,7 @@ void DFlashDraft::Propose(int32_t anchor, int pos, int B) {
   const DecoderConfig& d = cfg_.decoder;
   const int64_t H = d.hidden_size, I = d.intermediate_size;
   const float eps = static_cast<float>(d.rms_norm_eps);
+  if (bound_->pos.empty()) Fail("draft: Propose without a context bound");
   if (B < 2 || B > options_.max_block) Fail("draft: block size ", B, " outside [2, ", options_.max_block, "]");
   if (pos + B > rope_.max_positions()) Fail("draft: position ", pos + B, " beyond the context");
   const float scale = static_cast<float>(cfg_.input_embedding_scale);

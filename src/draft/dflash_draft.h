@@ -27,6 +27,18 @@ struct DraftOptions {
   // so between `window` and 1.5 x `window` recent rows are visible at any time.
   int window = 0;
   int sink = 64;
+  // Allocate a context of its own; without one, Bind() a context (NewContext) before use.
+  bool own_context = true;
+};
+
+// One sequence's draft context: per-layer K/V of the fused target features of its committed
+// tokens ([layer][row][kv_dim] f32, with room for a block's own rows after the context), and
+// each row's absolute position.
+struct DraftContext {
+  std::vector<float> k, v;
+  std::vector<int32_t> pos;
+  int length = 0;
+  size_t bytes() const { return (k.size() + v.size()) * sizeof(float) + pos.size() * sizeof(int32_t); }
 };
 
 class DFlashDraft final : public Drafter {
@@ -47,9 +59,12 @@ class DFlashDraft final : public Drafter {
   void TruncateContext(int pos);
   int max_block() const override { return options_.max_block; }
   int max_append() const override { return options_.max_append; }
-  int context_rows() const { return ctx_len_; }
+  int context_rows() const { return bound_->length; }
   const DraftConfig& config() const { return cfg_; }
-  size_t cache_bytes() const { return (k_cache_.size() + v_cache_.size()) * sizeof(float); }
+  // A context for one sequence; Bind() makes it the one in use (nullptr: the draft's own).
+  DraftContext NewContext() const;
+  void Bind(DraftContext* context);
+  size_t cache_bytes() const;  // one sequence's context
 
  private:
   void Compact();
@@ -65,11 +80,10 @@ class DFlashDraft final : public Drafter {
   std::vector<float> hidden_norm_, final_norm_;
   std::vector<DecoderLayerWeights> layers_;
 
-  // Context cache: [layer][row][kv_dim] for cache_rows_ = capacity + max_block rows; the
-  // block's own K/V sit after the context rows during Propose and are never kept.
-  std::vector<float> k_cache_, v_cache_;
-  std::vector<int32_t> ctx_pos_;  // [row] absolute position of each cached row
-  int ctx_len_ = 0;
+  // Context cache rows: cache_rows_ = capacity + max_block; the block's own K/V sit after
+  // the context rows during Propose and are never kept.
+  DraftContext own_ctx_;            // empty unless options.own_context
+  DraftContext* bound_ = &own_ctx_;   // the bound sequence
 
   std::vector<float> ctx_;        // [max_append][H] fused context vectors
   std::vector<float> x_, xn_;     // [B][H]

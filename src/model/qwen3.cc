@@ -35,9 +35,7 @@ Qwen3Model::Qwen3Model(const TargetConfig& config, const TensorStore& store,
   kv_dim_ = cfg_.num_kv_heads * cfg_.head_dim;
   feature_width_ = static_cast<int>(options_.capture_layers.size()) * cfg_.hidden_size;
   const size_t R = options_.max_rows;
-  const size_t cache = static_cast<size_t>(cfg_.num_layers) * options_.kv_capacity * kv_dim_;
-  k_cache_.assign(cache, 0.0f);
-  v_cache_.assign(cache, 0.0f);
+  if (options_.own_cache) own_kv_ = NewCache();
   x_.resize(R * H);
   xn_.resize(R * std::max<int64_t>(H, q_dim_));
   q_.resize(R * q_dim_);
@@ -50,16 +48,36 @@ Qwen3Model::Qwen3Model(const TargetConfig& config, const TensorStore& store,
   key_end_.resize(R);
 }
 
+KvCache Qwen3Model::NewCache() const {
+  const size_t n = static_cast<size_t>(cfg_.num_layers) * options_.kv_capacity * kv_dim_;
+  KvCache c;
+  c.k.assign(n, 0.0f);
+  c.v.assign(n, 0.0f);
+  return c;
+}
+
+void Qwen3Model::Bind(KvCache* cache) {
+  KvCache* next = cache ? cache : &own_kv_;
+  if (next->k.size() != static_cast<size_t>(cfg_.num_layers) * options_.kv_capacity * kv_dim_) {
+    Fail("target: bound KV cache was not made by this model");
+  }
+  kv_ = next;
+}
+
+size_t Qwen3Model::kv_bytes() const {
+  return static_cast<size_t>(cfg_.num_layers) * options_.kv_capacity * kv_dim_ * 2 * sizeof(float);
+}
+
 void Qwen3Model::Truncate(int length) {
-  if (length < 0 || length > kv_length_) Fail("target: cannot truncate KV of ", kv_length_, " to ", length);
-  kv_length_ = length;
+  if (length < 0 || length > kv_->length) Fail("target: cannot truncate KV of ", kv_->length, " to ", length);
+  kv_->length = length;
 }
 
 void Qwen3Model::Attention(int layer, int n) {
   const DecoderLayerWeights& w = layers_[layer];
-  const int pos0 = kv_length_;
-  float* k_layer = k_cache_.data() + static_cast<size_t>(layer) * options_.kv_capacity * kv_dim_;
-  float* v_layer = v_cache_.data() + static_cast<size_t>(layer) * options_.kv_capacity * kv_dim_;
+  const int pos0 = kv_->length;
+  float* k_layer = kv_->k.data() + static_cast<size_t>(layer) * options_.kv_capacity * kv_dim_;
+  float* v_layer = kv_->v.data() + static_cast<size_t>(layer) * options_.kv_capacity * kv_dim_;
   float* k_rows = k_layer + static_cast<size_t>(pos0) * kv_dim_;
   float* v_rows = v_layer + static_cast<size_t>(pos0) * kv_dim_;
 
@@ -88,8 +106,9 @@ void Qwen3Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
   const int n = static_cast<int>(tokens.size());
   const int64_t H = cfg_.hidden_size;
   if (n < 1 || n > options_.max_rows) Fail("target: Forward of ", n, " rows (max ", options_.max_rows, ")");
-  if (kv_length_ + n > options_.kv_capacity) {
-    Fail("context full: ", kv_length_ + n, " positions needed, KV cache holds ", options_.kv_capacity);
+  if (kv_->k.empty()) Fail("target: Forward without a KV cache bound");
+  if (kv_->length + n > options_.kv_capacity) {
+    Fail("context full: ", kv_->length + n, " positions needed, KV cache holds ", options_.kv_capacity);
   }
   for (int r = 0; r < n; ++r) {
     if (tokens[r] < 0 || tokens[r] >= cfg_.vocab_size) {
@@ -112,7 +131,7 @@ void Qwen3Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
     ops::AddInPlace(x_.data(), xn_.data(), n * H);
     if (l < cfg_.num_layers - 1) Capture(l, x_.data(), n);
   }
-  kv_length_ += n;
+  kv_->length += n;
   // The final norm runs on every row when the last layer is captured: HF's hidden_states[L],
   // which z-lab's drafts read for layer L-1, is the normed output.
   const bool capture_last = std::find(options_.capture_layers.begin(), options_.capture_layers.end(),

@@ -16,6 +16,17 @@ struct TargetOptions {
   int kv_capacity = 4096;         // positions of KV cache reserved (per sequence)
   int max_rows = 64;              // rows per Forward (prefill chunk, verify block)
   std::vector<int> capture_layers;  // 0-based layers whose outputs Features() returns
+  // Allocate a KV cache of its own. Without one, Bind() a cache (NewCache) before Forward: an
+  // engine serving several sequences keeps one cache per sequence and swaps the pointer.
+  bool own_cache = true;
+};
+
+// One sequence's keys and values: [layer][position][kv_dim] f32 each, and how many positions
+// are filled.
+struct KvCache {
+  std::vector<float> k, v;
+  int length = 0;
+  size_t bytes() const { return (k.size() + v.size()) * sizeof(float); }
 };
 
 class Qwen3Model final : public TargetModel {
@@ -27,7 +38,7 @@ class Qwen3Model final : public TargetModel {
   void Forward(std::span<const int32_t> tokens, bool all_logits) override;
   const float* Logits(int r) const override { return logits_.data() + static_cast<size_t>(r) * cfg_.vocab_size; }
   const float* Features(int r) const override { return features_.data() + static_cast<size_t>(r) * feature_width_; }
-  int kv_length() const override { return kv_length_; }
+  int kv_length() const override { return kv_->length; }
   int kv_capacity() const override { return options_.kv_capacity; }
   void Truncate(int length) override;
   int max_rows() const override { return options_.max_rows; }
@@ -37,7 +48,11 @@ class Qwen3Model final : public TargetModel {
   const WeightRef& lm_head() const override { return lm_head_; }
   int64_t DecodeBytes(int ctx) const override;
 
-  size_t kv_bytes() const { return (k_cache_.size() + v_cache_.size()) * sizeof(float); }
+  // A cache for one sequence, sized for kv_capacity positions; Bind() makes it the one that
+  // Forward and Truncate use (nullptr: the model's own, if it has one).
+  KvCache NewCache() const;
+  void Bind(KvCache* cache);
+  size_t kv_bytes() const;  // one sequence's cache
 
  private:
   void Attention(int layer, int n);
@@ -53,9 +68,8 @@ class Qwen3Model final : public TargetModel {
   std::vector<float> final_norm_;
   int q_dim_, kv_dim_, feature_width_;
 
-  // KV cache: [layer][position][kv_dim], f32.
-  std::vector<float> k_cache_, v_cache_;
-  int kv_length_ = 0;
+  KvCache own_kv_;            // empty unless options.own_cache
+  KvCache* kv_ = &own_kv_;    // the bound sequence
 
   // Scratch, max_rows rows each (shapes in the names' comments).
   std::vector<float> x_;         // [R][H] residual stream

@@ -1,5 +1,6 @@
 #include "spec/engine.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "io/gguf.h"
@@ -62,6 +63,7 @@ Engine::Engine(const EngineOptions& options) : options_(options), pool_(options.
   TargetOptions topt;
   topt.kv_capacity = options.context;
   topt.max_rows = std::max(options.prefill_chunk, 16);
+  topt.own_cache = false;  // every sequence brings its own (Sequence)
   if (IsGgufPath(options.draft_dir)) {
     GgufModel gguf = LoadGguf(options.draft_dir);
     draft_config_ = DraftConfigFromGguf(gguf, options.draft_dir);
@@ -87,15 +89,104 @@ Engine::Engine(const EngineOptions& options) : options_(options), pool_(options.
     dopt.max_append = topt.max_rows;
     dopt.window = options.draft_window;
     dopt.sink = options.draft_sink;
+    dopt.own_context = false;
     draft_ = std::make_unique<DFlashDraft>(draft_config_, *draft_store_, *target_, dopt, pool_);
   }
 }
 
+// A sequence's turn on the models: the fair lock, then its caches bound.
+class Engine::SequenceTurn final : public StepScope {
+ public:
+  SequenceTurn(Engine& engine, Sequence& seq) : engine_(engine), seq_(seq) {}
+  void Enter() override {
+    engine_.turn_.lock();
+    engine_.target_->Bind(&seq_.target);
+    if (engine_.draft_) engine_.draft_->Bind(&seq_.draft);
+  }
+  void Leave() override { engine_.turn_.unlock(); }
+
+ private:
+  Engine& engine_;
+  Sequence& seq_;
+};
+
+Sequence Engine::NewSequence() const {
+  Sequence s;
+  s.target = target_->NewCache();
+  if (draft_) s.draft = draft_->NewContext();
+  return s;
+}
+
+int Engine::ReusablePrefix(const Sequence& seq, std::span<const int32_t> prompt) const {
+  // A bounded draft context has dropped rows it cannot rebuild, so it can only start over.
+  if (draft_ && options_.draft_window > 0) return 0;
+  const size_t n = std::min(seq.tokens.size(), prompt.size());
+  const size_t common = std::mismatch(seq.tokens.begin(), seq.tokens.begin() + n, prompt.begin()).first - seq.tokens.begin();
+  // At least one prompt token must run through the target: its logits pick the first token.
+  return static_cast<int>(std::min(common, prompt.empty() ? 0 : prompt.size() - 1));
+}
+
+GenerateResult Engine::Continue(Sequence& seq, std::span<const int32_t> prompt, const GenerateOptions& options,
+                                const GenerateHooks& hooks) {
+  if (hooks.scope) Fail("internal: Engine::Continue brings its own step scope");
+  SequenceTurn turn(*this, seq);
+  // Sets the caches to the first `length` tokens of `tokens`.
+  const auto keep = [&](std::span<const int32_t> tokens, size_t length) {
+    turn.Enter();
+    target_->Truncate(static_cast<int>(length));
+    if (draft_) draft_->TruncateContext(static_cast<int>(length));
+    seq.tokens.assign(tokens.begin(), tokens.begin() + length);
+    turn.Leave();
+  };
+  keep(prompt, ReusablePrefix(seq, prompt));
+  GenerateHooks with_turns = hooks;
+  with_turns.scope = &turn;
+  GenerateResult r;
+  try {
+    r = dflash::Generate(*target_, draft_.get(), prompt, options, with_turns);
+  } catch (...) {
+    keep({}, 0);
+    throw;
+  }
+  // The caches hold the prompt and the output but the last token (not yet run through the
+  // target); after a stop token inside an accepted block they hold a few tokens more, which
+  // the output does not have: drop those.
+  std::vector<int32_t> held(prompt.begin(), prompt.end());
+  held.insert(held.end(), r.tokens.begin(), r.tokens.end());
+  turn.Enter();
+  const size_t length = std::min(held.size(), static_cast<size_t>(target_->kv_length()));
+  turn.Leave();
+  if (draft_ && options_.draft_window > 0) {
+    keep({}, 0);
+  } else {
+    keep(held, length);
+  }
+  return r;
+}
+
+Sequence& Engine::GenerateSequence() {
+  if (!generate_seq_) generate_seq_ = NewSequence();
+  return *generate_seq_;
+}
+
 GenerateResult Engine::Generate(std::span<const int32_t> prompt, const GenerateOptions& options,
                                 const TokenSink& sink) {
-  target_->Truncate(0);
-  if (draft_) draft_->TruncateContext(0);
-  return dflash::Generate(*target_, draft_.get(), prompt, options, sink);
+  Sequence& seq = GenerateSequence();
+  seq.tokens.clear();
+  GenerateHooks hooks;
+  hooks.sink = sink;
+  return Continue(seq, prompt, options, hooks);
+}
+
+TargetModel& Engine::target() {
+  target_->Bind(&GenerateSequence().target);
+  return *target_;
+}
+
+Drafter* Engine::drafter() {
+  if (!draft_) return nullptr;
+  draft_->Bind(&GenerateSequence().draft);
+  return draft_.get();
 }
 
 size_t Engine::cache_bytes() const {

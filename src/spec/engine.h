@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/fair_mutex.h"
 #include "core/thread_pool.h"
 #include "draft/dflash_draft.h"
 #include "io/tensor_store.h"
@@ -41,6 +42,14 @@ struct GenerationDefaults {
   SamplingParams sampling;  // greedy unless do_sample is true
 };
 
+// One sequence's state, apart from the weights: the target's KV cache, the draft's context and
+// the tokens whose positions both hold (always the same positions). A server keeps one per slot.
+struct Sequence {
+  KvCache target;
+  DraftContext draft;  // empty without a draft
+  std::vector<int32_t> tokens;
+};
+
 class Engine {
  public:
   explicit Engine(const EngineOptions& options);
@@ -49,6 +58,17 @@ class Engine {
   GenerateResult Generate(std::span<const int32_t> prompt, const GenerateOptions& options,
                           const TokenSink& sink = {});
 
+  Sequence NewSequence() const;
+  // Generates after `prompt` in `seq`, reusing the KV and draft context of the longest common
+  // prefix of seq.tokens and the prompt (stats.cached_tokens) and prefilling only the rest;
+  // greedy output is the same as a fresh Generate's. Afterwards seq holds the prompt and the
+  // output. Several threads may call this at once on different sequences: their steps take
+  // turns on the models in arrival order. hooks.scope is the engine's own and must be null.
+  GenerateResult Continue(Sequence& seq, std::span<const int32_t> prompt, const GenerateOptions& options,
+                          const GenerateHooks& hooks = {});
+  // How many of the prompt's tokens Continue would reuse from seq.
+  int ReusablePrefix(const Sequence& seq, std::span<const int32_t> prompt) const;
+
   bool has_draft() const { return draft_ != nullptr; }
   const TargetConfig& target_config() const { return target_config_; }
   const DraftConfig* draft_config() const { return draft_ ? &draft_config_ : nullptr; }
@@ -56,11 +76,15 @@ class Engine {
   const EngineOptions& options() const { return options_; }
   int threads() const { return pool_.size(); }
   ThreadPool& pool() { return pool_; }
-  size_t cache_bytes() const;
-  TargetModel& target() { return *target_; }
-  Drafter* drafter() { return draft_.get(); }
+  size_t cache_bytes() const;  // one sequence's KV cache and draft context
+  // Direct access for tests and tools, bound to Generate()'s sequence; not while other threads
+  // are in Continue.
+  TargetModel& target();
+  Drafter* drafter();
 
  private:
+  class SequenceTurn;
+
   EngineOptions options_;
   ThreadPool pool_;
   TargetConfig target_config_;
@@ -69,6 +93,9 @@ class Engine {
   std::optional<TensorStore> target_store_, draft_store_;
   std::unique_ptr<Qwen3Model> target_;
   std::unique_ptr<DFlashDraft> draft_;
+  FairMutex turn_;                     // one sequence's step at a time on the models
+  std::optional<Sequence> generate_seq_;  // Generate()'s, made on first use
+  Sequence& GenerateSequence();
 };
 
 GenerationDefaults LoadGenerationDefaults(const std::string& model_dir);

@@ -14,15 +14,31 @@ double MsSince(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
+// Holds the models for one stretch of work (see StepScope).
+class Turn {
+ public:
+  explicit Turn(StepScope* scope) : scope_(scope) {
+    if (scope_) scope_->Enter();
+  }
+  ~Turn() {
+    if (scope_) scope_->Leave();
+  }
+  Turn(const Turn&) = delete;
+  Turn& operator=(const Turn&) = delete;
+
+ private:
+  StepScope* scope_;
+};
+
 // The state of one generation: committed output, the pending token (sampled, not yet run
 // through the target), the sampler and scratch for sampled acceptance.
 class Decoder {
  public:
-  Decoder(TargetModel& target, Drafter* drafter, const GenerateOptions& options, const TokenSink& sink)
+  Decoder(TargetModel& target, Drafter* drafter, const GenerateOptions& options, const GenerateHooks& hooks)
       : target_(target),
         drafter_(drafter),
         opt_(options),
-        sink_(sink),
+        hooks_(hooks),
         vocab_(target.config().vocab_size),
         sampler_(options.sampling, vocab_) {
     const int B = std::max(1, options.block_size);
@@ -39,14 +55,14 @@ class Decoder {
  private:
   int32_t Pick(const float* logits, float* probs_out);
   bool Commit(std::span<const int32_t> tokens);  // false when generation must end
-  void Prefill(std::span<const int32_t> prompt);
-  void PlainStep();
-  int SpeculativeCycle(int B);  // returns the tokens it committed
+  bool Prefill(std::span<const int32_t> prompt);  // false when cancelled
+  std::span<const int32_t> PlainStep();           // both return the tokens they committed
+  std::span<const int32_t> SpeculativeCycle(int B);
 
   TargetModel& target_;
   Drafter* drafter_;
   const GenerateOptions& opt_;
-  const TokenSink& sink_;
+  const GenerateHooks& hooks_;
   const int vocab_;
   Sampler sampler_;
   GenerateResult result_;
@@ -75,7 +91,7 @@ bool Decoder::Commit(std::span<const int32_t> tokens) {
     }
   }
   result_.tokens.insert(result_.tokens.end(), tokens.begin(), tokens.begin() + n);
-  if (sink_ && !sink_(tokens.first(n))) {
+  if (hooks_.sink && !hooks_.sink(tokens.first(n))) {
     result_.finish_reason = "cancelled";
     return false;
   }
@@ -90,28 +106,33 @@ bool Decoder::Commit(std::span<const int32_t> tokens) {
   return true;
 }
 
-void Decoder::Prefill(std::span<const int32_t> prompt) {
-  const int cached = target_.kv_length();
+bool Decoder::Prefill(std::span<const int32_t> prompt) {
   const int n = static_cast<int>(prompt.size());
   const int chunk = target_.max_rows();
   if (drafter_ && drafter_->max_append() < chunk) Fail("draft context append size below the prefill chunk");
-  for (int pos = cached; pos < n; pos += chunk) {
+  for (int pos = result_.stats.cached_tokens; pos < n; pos += chunk) {
     const int rows = std::min(chunk, n - pos);
-    target_.Forward(prompt.subspan(pos, rows), /*all_logits=*/false);
-    if (drafter_) drafter_->AppendContext(target_.Features(0), rows, pos);
+    {
+      Turn turn(hooks_.scope);
+      target_.Forward(prompt.subspan(pos, rows), /*all_logits=*/false);
+      if (drafter_) drafter_->AppendContext(target_.Features(0), rows, pos);
+      // The logits live in the model's scratch: read them before another sequence's turn.
+      if (pos + rows == n) pending_ = Pick(target_.Logits(0), target_probs_.data());
+    }
+    if (hooks_.progress && !hooks_.progress(pos + rows, n)) return false;
   }
+  return true;
 }
 
-void Decoder::PlainStep() {
+std::span<const int32_t> Decoder::PlainStep() {
   const int pos = target_.kv_length();
   target_.Forward({&pending_, 1}, /*all_logits=*/false);
   if (drafter_) drafter_->AppendContext(target_.Features(0), 1, pos);
-  const int32_t next = Pick(target_.Logits(0), target_probs_.data());
-  pending_ = next;
-  Commit({&next, 1});
+  pending_ = Pick(target_.Logits(0), target_probs_.data());
+  return {&pending_, 1};
 }
 
-int Decoder::SpeculativeCycle(int B) {
+std::span<const int32_t> Decoder::SpeculativeCycle(int B) {
   GenerateStats& st = result_.stats;
   const int pos = target_.kv_length();
   const bool greedy = sampler_.params().greedy();
@@ -146,8 +167,7 @@ int Decoder::SpeculativeCycle(int B) {
   st.accept_hist[accepted + 1]++;
   drafted_[accepted + 1] = next;
   pending_ = next;
-  Commit({drafted_.data() + 1, static_cast<size_t>(accepted + 1)});
-  return accepted + 1;
+  return {drafted_.data() + 1, static_cast<size_t>(accepted + 1)};
 }
 
 GenerateResult Decoder::Run(std::span<const int32_t> prompt) {
@@ -159,42 +179,52 @@ GenerateResult Decoder::Run(std::span<const int32_t> prompt) {
   if (drafter_ && opt_.block_size > drafter_->max_block()) {
     Fail("block size ", opt_.block_size, " exceeds the draft's maximum ", drafter_->max_block());
   }
-  if (target_.kv_length() >= n) Fail("internal: cached prefix covers the whole prompt");
   if (n >= target_.kv_capacity()) {
     Fail("prompt of ", n, " tokens does not fit the context of ", target_.kv_capacity(), " tokens");
   }
+  {
+    Turn turn(hooks_.scope);
+    if (target_.kv_length() >= n) Fail("internal: cached prefix covers the whole prompt");
+    st.cached_tokens = target_.kv_length();
+  }
   st.prompt_tokens = n;
-  st.cached_tokens = target_.kv_length();
 
   const auto start = Clock::now();
-  Prefill(prompt);
+  const bool prefilled = Prefill(prompt);
   st.prefill_ms = MsSince(start);
-  pending_ = Pick(target_.Logits(0), target_probs_.data());
+  if (!prefilled) {
+    result_.finish_reason = "cancelled";
+    return std::move(result_);
+  }
   st.ttft_ms = MsSince(start);
   const auto decode_start = Clock::now();
   bool running = Commit({&pending_, 1});
   const bool speculate = drafter_ && opt_.block_size > 1;
   SpeculationController policy(opt_.policy);
   while (running) {
-    const int remaining = opt_.max_new_tokens - static_cast<int>(result_.tokens.size());
-    const int room = target_.kv_capacity() - target_.kv_length();
-    if (room < 1) {
-      result_.finish_reason = "length";
-      break;
-    }
-    const int B = std::min({opt_.block_size, remaining, room});
-    const auto step_start = Clock::now();
-    if (speculate && B > 1 && policy.Speculate()) {
-      const int committed = SpeculativeCycle(B);
-      policy.OnCycle(MsSince(step_start), committed);
-    } else {
-      PlainStep();
-      if (speculate) {
-        policy.OnPlainStep(MsSince(step_start));
-        st.plain_steps++;
+    std::span<const int32_t> committed;
+    {
+      Turn turn(hooks_.scope);
+      const int remaining = opt_.max_new_tokens - static_cast<int>(result_.tokens.size());
+      const int room = target_.kv_capacity() - target_.kv_length();
+      if (room < 1) {
+        result_.finish_reason = "length";
+        break;
+      }
+      const int B = std::min({opt_.block_size, remaining, room});
+      const auto step_start = Clock::now();
+      if (speculate && B > 1 && policy.Speculate()) {
+        committed = SpeculativeCycle(B);
+        policy.OnCycle(MsSince(step_start), static_cast<int>(committed.size()));
+      } else {
+        committed = PlainStep();
+        if (speculate) {
+          policy.OnPlainStep(MsSince(step_start));
+          st.plain_steps++;
+        }
       }
     }
-    running = result_.finish_reason.empty();
+    running = Commit(committed);
   }
   st.decode_ms = MsSince(decode_start);
   st.fallbacks = policy.fallbacks();
@@ -222,9 +252,16 @@ double GenerateStats::decode_tok_s() const {
 }
 
 GenerateResult Generate(TargetModel& target, Drafter* drafter, std::span<const int32_t> prompt,
-                        const GenerateOptions& options, const TokenSink& sink) {
-  Decoder decoder(target, drafter, options, sink);
+                        const GenerateOptions& options, const GenerateHooks& hooks) {
+  Decoder decoder(target, drafter, options, hooks);
   return decoder.Run(prompt);
+}
+
+GenerateResult Generate(TargetModel& target, Drafter* drafter, std::span<const int32_t> prompt,
+                        const GenerateOptions& options, const TokenSink& sink) {
+  GenerateHooks hooks;
+  hooks.sink = sink;
+  return Generate(target, drafter, prompt, options, hooks);
 }
 
 }  // namespace dflash

@@ -50,11 +50,32 @@ struct GenerateResult {
 
 // Called with each batch of newly committed tokens; return false to cancel.
 using TokenSink = std::function<bool(std::span<const int32_t>)>;
+// Called after each prefill chunk with the prompt positions done so far and the prompt's
+// length; return false to cancel (a client that went away during a long prompt).
+using PrefillProgress = std::function<bool(int done, int total)>;
+
+// Brackets every stretch of the loop that touches the models (a prefill chunk, a plain step, a
+// DFlash cycle): several sequences can then share one model pair, each taking its turn and
+// binding its own caches in Enter(). Sinks are called outside the turn.
+class StepScope {
+ public:
+  virtual ~StepScope() = default;
+  virtual void Enter() = 0;
+  virtual void Leave() = 0;
+};
+
+struct GenerateHooks {
+  TokenSink sink;
+  PrefillProgress progress;
+  StepScope* scope = nullptr;  // null: the caller owns the models outright
+};
 
 // Generates after `prompt`. The target's KV cache may already hold a prefix of the prompt
 // (prefix reuse): that prefix must also be in the drafter's context. drafter may be null
 // (plain decoding); block_size 1 also decodes plainly.
 GenerateResult Generate(TargetModel& target, Drafter* drafter, std::span<const int32_t> prompt,
                         const GenerateOptions& options, const TokenSink& sink = {});
+GenerateResult Generate(TargetModel& target, Drafter* drafter, std::span<const int32_t> prompt,
+                        const GenerateOptions& options, const GenerateHooks& hooks);
 
 }  // namespace dflash

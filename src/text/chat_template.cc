@@ -86,6 +86,16 @@ ChatTemplate ChatTemplate::FromDirectory(const std::string& dir) {
   return ChatTemplate(sources, SpecialTokensFrom(config, config_path.string()), origin);
 }
 
+ChatTemplate ChatTemplate::FromFile(const std::string& path, const std::string& tokenizer_dir) {
+  const fs::path config_path = fs::path(tokenizer_dir) / "tokenizer_config.json";
+  OJson config = OJson::object();
+  if (fs::exists(config_path)) {
+    config = ReadJson(config_path);
+    if (!config.is_object()) Fail(config_path.string(), ": expected a JSON object");
+  }
+  return ChatTemplate({{"default", ReadText(path)}}, SpecialTokensFrom(config, config_path.string()), path);
+}
+
 ChatTemplate::ChatTemplate(const std::map<std::string, std::string>& sources, OJson special_tokens,
                            const std::string& origin)
     : special_tokens_(std::move(special_tokens)), origin_(origin) {

@@ -21,6 +21,9 @@ class ChatTemplate {
   // Reads a model or tokenizer directory. Throws Error naming the file when there is no
   // template, a file is malformed, or a template uses something the engine does not support.
   static ChatTemplate FromDirectory(const std::string& dir);
+  // A template file (llama.cpp's --chat-template-file) with the special tokens of
+  // `tokenizer_dir`'s tokenizer_config.json.
+  static ChatTemplate FromFile(const std::string& path, const std::string& tokenizer_dir);
 
   // Templates by name ("default", "tool_use", ...) and special tokens as a JSON object
   // ({"bos_token": "<s>", ...}); `origin` names the source in error messages.

@@ -1,0 +1,112 @@
+// dflash serve: the OpenAI-compatible server (src/serve/server.h) over one model pair.
+#include <csignal>
+#include <cstdio>
+#include <pthread.h>
+#include <thread>
+
+#include "commands.h"
+#include "core/error.h"
+#include "model_flags.h"
+#include "serve/server.h"
+
+namespace dflash::app {
+
+namespace {
+
+double MiB(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+}  // namespace
+
+int Serve(int argc, char** argv) {
+  ModelFlags mf;
+  serve::ServerOptions so;
+  std::string tokenizer_dir, template_file;
+  double max_body_mib = 8, cache_ram_mib = 0;
+  bool scripted = false;
+  Args args("serve", "Serve the model over an OpenAI-compatible HTTP API (chat, completions, models, metrics).\n"
+                     "Each slot keeps its last sequence, so a request that repeats a conversation's prefix\n"
+                     "reuses its KV cache and draft context; slots take turns per step on the model.");
+  mf.Declare(args);
+  args.Option("--host", &so.host, "ADDR", "address to listen on");
+  args.Option("--port", &so.port, "N", "port to listen on (0: any free port, printed at start)");
+  args.Option("--parallel", &so.parallel, "N", "sequence slots: requests served at once (each reserves --ctx of KV)");
+  args.Option("--api-key", &so.api_key, "KEY", "require 'Authorization: Bearer KEY' (all routes but /health)");
+  args.Option("--alias", &so.alias, "NAME", "model name listed by /v1/models and returned in responses");
+  args.Flag("--strict-model", &so.strict_model, "reject requests whose 'model' is not the alias (default: serve any name)");
+  args.Option("--diagnostics", &so.diagnostics_dir, "DIR", "write DIR/requests.jsonl (one line per request) and DIR/summary.json");
+  args.Option("--cache-ram", &cache_ram_mib, "MIB",
+              "RAM for saved sequences beyond the slots (prefix cache, LRU; whole sequences of --ctx each)");
+  args.Option("--timeout", &so.timeout_s, "SEC", "per-request limit on queueing plus generation (then finish_reason 'length')");
+  args.Option("--max-body", &max_body_mib, "MIB", "largest request body accepted");
+  args.Option("--tokenizer", &tokenizer_dir, "DIR", "tokenizer directory (default: the model directory)");
+  args.Option("--chat-template", &template_file, "FILE", "chat template file instead of the model's own");
+  args.Flag("--test-scripted-output", &scripted,
+            "testing only: honour a request's 'dflash_scripted_output' text as the model's output");
+  if (!args.Parse(argc, argv)) return 0;
+  if (so.parallel < 1) Fail("--parallel must be at least 1, got ", so.parallel);
+  if (so.timeout_s <= 0) Fail("--timeout must be positive, got ", so.timeout_s);
+  if (max_body_mib <= 0) Fail("--max-body must be positive, got ", max_body_mib);
+  if (cache_ram_mib < 0) Fail("--cache-ram must be >= 0, got ", cache_ram_mib);
+  so.max_body_bytes = static_cast<size_t>(max_body_mib * 1024 * 1024);
+  so.allow_scripted_output = scripted;
+  if (args.Given("--seed")) so.seed = mf.seed;
+
+  const std::optional<text::Tokenizer> tok = LoadTokenizer(tokenizer_dir, mf.model);
+  if (!tok) Fail(mf.model, ": no tokenizer.json (give --tokenizer DIR)");
+  const std::string tdir = tokenizer_dir.empty() ? mf.model : tokenizer_dir;
+  std::optional<ChatTemplate> chat_template;
+  if (!template_file.empty()) {
+    chat_template = ChatTemplate::FromFile(template_file, tdir);
+  } else {
+    try {
+      chat_template = ChatTemplate::FromDirectory(tdir);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "warning: %s; /v1/chat/completions is unavailable\n", e.what());
+    }
+  }
+
+  // SIGINT / SIGTERM stop the server from a thread of their own, not from a signal handler;
+  // blocked before any thread starts (the engine's pool too), so that only that thread sees them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  Engine engine(mf.Engine());
+  GenerateOptions gen = mf.Generation(args, engine);
+  // Without -n a request may fill its context, as OpenAI's servers allow.
+  if (!args.Given("--n-predict")) gen.max_new_tokens = engine.options().context;
+
+  const size_t per_slot = engine.cache_bytes();
+  so.saved_sequences = static_cast<int>(cache_ram_mib * 1024 * 1024 / static_cast<double>(per_slot));
+  if (cache_ram_mib > 0 && so.saved_sequences == 0) {
+    Fail("--cache-ram ", cache_ram_mib, " MiB holds no sequence: one takes ", MiB(per_slot), " MiB at --ctx ",
+         engine.options().context);
+  }
+  serve::Server server(engine, *tok, std::move(chat_template), gen, so);
+  const int port = server.Bind();
+  std::fprintf(stderr,
+               "dflash serve: %s%s%s, %s, %d slot(s) x %d positions\n"
+               "  reserved: %.1f MiB KV + draft context per sequence; %d slot(s) + %d saved sequence(s) = %.1f MiB\n"
+               "  (every slot keeps its last sequence for prefix reuse; saved ones extend that cache, LRU)\n",
+               mf.model.c_str(), engine.has_draft() ? " + draft " : "", engine.has_draft() ? mf.draft.c_str() : "",
+               gen.block_size > 1 ? "dflash" : "plain decoding", so.parallel, engine.options().context, MiB(per_slot),
+               so.parallel, so.saved_sequences, MiB(per_slot * (so.parallel + so.saved_sequences)));
+  std::fprintf(stderr, "dflash serve: listening on http://%s:%d\n", so.host.c_str(), port);
+  std::fflush(stderr);
+
+  std::thread stopper([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    server.Stop();
+  });
+  server.Listen();
+  // Listen returned on its own (not by a signal): wake the stopper so it can be joined.
+  pthread_kill(stopper.native_handle(), SIGTERM);
+  stopper.join();
+  return 0;
+}
+
+}  // namespace dflash::app

@@ -1,0 +1,62 @@
+#include "serve/diagnostics.h"
+
+#include <sys/resource.h>
+
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace dflash::serve {
+
+double PeakRssMiB() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // Linux reports KiB
+}
+
+Diagnostics::Diagnostics(const std::string& dir) : dir_(dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) Fail(dir, ": cannot create the diagnostics directory: ", ec.message());
+  log_.open(dir + "/requests.jsonl", std::ios::app);
+  if (!log_) Fail(dir, "/requests.jsonl: cannot open for writing");
+  summary_ = {{"requests", 0},        {"prompt_tokens", 0}, {"cached_tokens", 0}, {"completion_tokens", 0},
+              {"cache_hits", 0},      {"wall_s", 0.0},      {"predicted_ms", 0.0}, {"prompt_ms", 0.0},
+              {"draft_n", 0},         {"draft_n_accepted", 0}, {"finish_reasons", nlohmann::ordered_json::object()}};
+}
+
+void Diagnostics::Write(const nlohmann::ordered_json& r) {
+  std::lock_guard<std::mutex> l(mu_);
+  log_ << r.dump() << "\n";
+  log_.flush();
+  nlohmann::ordered_json& s = summary_;
+  const auto add = [&](const char* key, const nlohmann::ordered_json& v) {
+    if (v.is_number_integer()) s[key] = s[key].get<int64_t>() + v.get<int64_t>();
+    else if (v.is_number()) s[key] = s[key].get<double>() + v.get<double>();
+  };
+  s["requests"] = s["requests"].get<int64_t>() + 1;
+  add("prompt_tokens", r["usage"]["prompt_tokens"]);
+  add("cached_tokens", r["timings"]["cache_n"]);
+  add("completion_tokens", r["usage"]["completion_tokens"]);
+  add("cache_hits", r["cache_hit"].get<bool>() ? 1 : 0);
+  add("wall_s", r["wall_ms"].get<double>() / 1000.0);
+  add("predicted_ms", r["timings"]["predicted_ms"]);
+  add("prompt_ms", r["timings"]["prompt_ms"]);
+  add("draft_n", r["timings"]["draft_n"]);
+  add("draft_n_accepted", r["timings"]["draft_n_accepted"]);
+  const std::string reason = r["finish_reason"].get<std::string>();
+  s["finish_reasons"][reason] = s["finish_reasons"].value(reason, 0) + 1;
+  const double predicted_ms = s["predicted_ms"].get<double>();
+  s["mean_predicted_per_second"] = predicted_ms > 0 ? s["completion_tokens"].get<int64_t>() / (predicted_ms / 1000.0) : 0.0;
+  const int64_t drafted = s["draft_n"].get<int64_t>();
+  s["acceptance"] = drafted > 0 ? static_cast<double>(s["draft_n_accepted"].get<int64_t>()) / drafted : 0.0;
+  s["peak_rss_mib"] = PeakRssMiB();
+  const std::string tmp = dir_ + "/summary.json.tmp";
+  {
+    std::ofstream out(tmp);
+    out << s.dump(2) << "\n";
+  }
+  std::filesystem::rename(tmp, dir_ + "/summary.json");
+}
+
+}  // namespace dflash::serve

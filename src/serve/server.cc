@@ -1,0 +1,605 @@
+#include "serve/server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <random>
+
+#include "serve/api_error.h"
+#include "serve/diagnostics.h"
+#include "serve/metrics.h"
+#include "serve/openai_format.h"
+#include "serve/reply_stream.h"
+#include "serve/request.h"
+#include "serve/slot_pool.h"
+#include "text/chat_prompt.h"
+
+namespace dflash::serve {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+void SendJson(httplib::Response& res, int status, const OJson& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+// Where a generation's output goes: a stream writes each delta, a plain response collects
+// them. Alive() is called while nothing is shown (queueing: done < 0; prefill: done of total;
+// decoding with text held back: total 0) so that a writer can send keep-alives; false from
+// either means the client is gone.
+class Emitter {
+ public:
+  virtual ~Emitter() = default;
+  virtual bool Delta(const OutputDelta& d) = 0;
+  virtual bool Alive(int prefill_done, int prefill_total) = 0;
+};
+
+// A parsed request, ready to run.
+struct Job {
+  uint64_t number = 0;  // unique within this server's run
+  ResponseHeader header;
+  bool chat = false;
+  GenerationRequest request;
+  std::vector<int32_t> prompt;
+  GenerateOptions gen;
+  std::optional<OutputFormat> format;  // chat only
+  std::string forced_prefix;           // tool_choice required / named
+  Clock::time_point start, deadline;
+};
+
+struct Outcome {
+  GenerateResult result;
+  std::string finish_reason;  // OpenAI's: stop | length | tool_calls, or cancelled
+  bool timed_out = false;
+  ParsedOutput parsed;        // chat: the whole message
+  std::string text;           // completions: the whole text
+  std::string mode;
+  int slot = -1;
+  double wall_ms = 0;
+};
+
+// The opening a forced tool call starts with, in the template's own syntax.
+std::string ForcedToolPrefix(const ChatRequest& r, const OutputFormat& f) {
+  if (r.tool_choice != ToolChoice::kRequired && r.tool_choice != ToolChoice::kNamed) return "";
+  std::string p = f.starts_in_reasoning ? "</think>\n\n" : "";
+  p += "<tool_call>\n";
+  if (r.tool_choice == ToolChoice::kNamed) {
+    p += f.tool_calls == ToolCallFormat::kXml ? "<function=" + r.tool_name + ">\n"
+                                              : "{\"name\": " + OJson(r.tool_name).dump() + ", \"arguments\": ";
+  }
+  return p;
+}
+
+}  // namespace
+
+struct Server::Impl {
+  Impl(Engine& e, const text::Tokenizer& t, std::optional<ChatTemplate> tmpl, const GenerateOptions& d,
+       const ServerOptions& o)
+      : engine(e), tok(t), chat_template(std::move(tmpl)), defaults(d), opt(o), slots(e, o.parallel, o.saved_sequences) {
+    if (!opt.diagnostics_dir.empty()) diagnostics.emplace(opt.diagnostics_dir);
+  }
+
+  Engine& engine;
+  const text::Tokenizer& tok;
+  std::optional<ChatTemplate> chat_template;
+  GenerateOptions defaults;
+  ServerOptions opt;
+  SlotPool slots;
+  Metrics metrics;
+  std::optional<Diagnostics> diagnostics;
+  httplib::Server http;
+  std::atomic<uint64_t> next_id{1};
+  std::random_device entropy;
+  std::mutex entropy_mu;
+
+  using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+  Handler Route(const std::string& endpoint, bool auth, Handler h);
+  void CheckAuth(const httplib::Request& req) const;
+  std::string ResponseModel(const std::string& requested) const;
+  void Setup();
+
+  Job NewJob(const GenerationRequest& r, const char* object, const char* id_prefix);
+  Job ChatJob(const httplib::Request& req);
+  Job CompletionJob(const httplib::Request& req);
+  void Serve(Job job, httplib::Response& res);
+  Outcome Run(Job& job, Slot* slot, Emitter& out);
+  GenerateResult RunScript(const Job& job, const GenerateHooks& hooks);
+  void Record(const Job& job, const Outcome& o);
+  OJson FinalResponse(const Job& job, const Outcome& o) const;
+};
+
+Server::Impl::Handler Server::Impl::Route(const std::string& endpoint, bool auth, Handler h) {
+  return [this, endpoint, auth, h](const httplib::Request& req, httplib::Response& res) {
+    try {
+      if (auth) CheckAuth(req);
+      h(req, res);
+    } catch (const ApiError& e) {
+      SendJson(res, e.status(), e.Body());
+    } catch (const Error& e) {
+      // dflash::Error from request content: a template that refuses the conversation,
+      // text that is not UTF-8, a token id outside the vocabulary.
+      SendJson(res, 400, BadRequest(e.what()).Body());
+    } catch (const std::exception& e) {
+      SendJson(res, 500, ApiError(500, "server_error", e.what()).Body());
+    }
+    metrics.CountRequest(endpoint, res.status);
+  };
+}
+
+void Server::Impl::CheckAuth(const httplib::Request& req) const {
+  if (opt.api_key.empty()) return;
+  const std::string h = req.get_header_value("Authorization");
+  if (h.empty()) throw ApiError(401, "authentication_error", "missing API key (Authorization: Bearer KEY)", "", "invalid_api_key");
+  if (h != "Bearer " + opt.api_key) throw ApiError(401, "authentication_error", "invalid API key", "", "invalid_api_key");
+}
+
+std::string Server::Impl::ResponseModel(const std::string& requested) const {
+  if (opt.strict_model) {
+    if (requested.empty()) throw BadRequest("'model' is required", "model");
+    if (requested != opt.alias) {
+      throw ApiError(404, "invalid_request_error", "the model '" + requested + "' does not exist (this server serves '" + opt.alias + "')",
+                     "model", "model_not_found");
+    }
+  }
+  return requested.empty() ? opt.alias : requested;
+}
+
+Job Server::Impl::NewJob(const GenerationRequest& r, const char* object, const char* id_prefix) {
+  if (r.scripted_output && !opt.allow_scripted_output) {
+    throw BadRequest("'dflash_scripted_output' needs a server started with --test-scripted-output", "dflash_scripted_output");
+  }
+  Job job;
+  job.start = Clock::now();
+  job.deadline = job.start + std::chrono::milliseconds(static_cast<int64_t>(opt.timeout_s * 1000));
+  job.request = r;
+  const uint64_t n = next_id++;
+  job.number = n;
+  job.header.id = std::string(id_prefix) + std::to_string(n) + "-" +
+                  std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
+  job.header.object = object;
+  job.header.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  job.header.model = ResponseModel(r.model);
+  GenerateOptions& g = job.gen;
+  g = defaults;
+  if (r.max_tokens) g.max_new_tokens = *r.max_tokens;
+  if (r.ignore_eos) g.ignore_stop = true;
+  if (r.temperature) g.sampling.temperature = *r.temperature;
+  if (r.top_p) g.sampling.top_p = *r.top_p;
+  if (r.top_k) g.sampling.top_k = *r.top_k;
+  if (r.seed) {
+    g.sampling.seed = *r.seed;
+  } else if (opt.seed) {
+    g.sampling.seed = *opt.seed;
+  } else {
+    std::lock_guard<std::mutex> l(entropy_mu);
+    g.sampling.seed = (static_cast<uint64_t>(entropy()) << 32) ^ entropy();
+  }
+  try {
+    ValidateSampling(g.sampling);
+  } catch (const Error& e) {
+    throw BadRequest(e.what());
+  }
+  return job;
+}
+
+Job Server::Impl::ChatJob(const httplib::Request& req) {
+  const ChatRequest r = ParseChatRequest(ParseBody(req.body));
+  Job job = NewJob(r, "chat.completion", "chatcmpl-");
+  if (!chat_template) {
+    throw BadRequest("this model has no chat template: use /v1/completions, or start the server with --chat-template FILE");
+  }
+  const bool use_tools = !r.tools.is_null() && r.tool_choice != ToolChoice::kNone;
+  ChatPrompt p = BuildChatPrompt(*chat_template, tok, r.messages, use_tools ? r.tools : OJson(), r.chat_template_kwargs);
+  if (use_tools && p.output.tool_calls == ToolCallFormat::kNone) {
+    throw BadRequest("this model's chat template has no tool-call format, so 'tools' cannot be used", "tools");
+  }
+  if (!use_tools) p.output.tool_calls = ToolCallFormat::kNone;  // tool_choice none: all text is content
+  p.output.call_id_prefix = "call_" + std::to_string(job.number) + "_";
+  job.chat = true;
+  job.forced_prefix = ForcedToolPrefix(r, p.output);
+  job.prompt = std::move(p.ids);
+  if (!job.forced_prefix.empty()) {
+    const std::vector<int32_t> forced = tok.Encode(job.forced_prefix);
+    job.prompt.insert(job.prompt.end(), forced.begin(), forced.end());
+  }
+  job.format = std::move(p.output);
+  return job;
+}
+
+Job Server::Impl::CompletionJob(const httplib::Request& req) {
+  const CompletionRequest r = ParseCompletionRequest(ParseBody(req.body));
+  Job job = NewJob(r, "text_completion", "cmpl-");
+  if (r.prompt_text) {
+    if (tok.add_bos() && tok.bos_id() >= 0) job.prompt.push_back(tok.bos_id());
+    const std::vector<int32_t> ids = tok.Encode(*r.prompt_text);
+    job.prompt.insert(job.prompt.end(), ids.begin(), ids.end());
+  } else {
+    const int vocab = engine.target_config().decoder.vocab_size;
+    for (int32_t id : r.prompt_ids) {
+      if (id >= vocab) throw BadRequest("token id " + std::to_string(id) + " is outside the vocabulary (" + std::to_string(vocab) + ")", "prompt");
+    }
+    job.prompt = r.prompt_ids;
+  }
+  return job;
+}
+
+GenerateResult Server::Impl::RunScript(const Job& job, const GenerateHooks& hooks) {
+  // Emits the script's tokens a few at a time, as DFlash cycles commit them, and ends the way
+  // the decoding loop would: at a stop token, at max_tokens, or when the sink says stop.
+  GenerateResult r;
+  r.stats.prompt_tokens = static_cast<int>(job.prompt.size());
+  const std::vector<int32_t> ids = tok.Encode(*job.request.scripted_output);
+  const auto start = Clock::now();
+  for (size_t i = 0; i < ids.size() && r.finish_reason.empty(); i += 3) {
+    const size_t n = std::min<size_t>({3, ids.size() - i, job.gen.max_new_tokens - r.tokens.size()});
+    std::span<const int32_t> batch(ids.data() + i, n);
+    for (size_t k = 0; k < batch.size(); ++k) {
+      if (!job.gen.ignore_stop && std::find(job.gen.stop_tokens.begin(), job.gen.stop_tokens.end(), batch[k]) != job.gen.stop_tokens.end()) {
+        batch = batch.first(k + 1);
+        r.finish_reason = "stop";
+      }
+    }
+    r.tokens.insert(r.tokens.end(), batch.begin(), batch.end());
+    if (r.tokens.size() == 1) r.stats.ttft_ms = MsBetween(start, Clock::now());
+    if (!hooks.sink(batch)) r.finish_reason = "cancelled";
+    if (r.finish_reason.empty() && static_cast<int>(r.tokens.size()) >= job.gen.max_new_tokens) r.finish_reason = "length";
+  }
+  if (r.finish_reason.empty()) r.finish_reason = "stop";
+  r.stats.completion_tokens = static_cast<int>(r.tokens.size());
+  r.stats.decode_ms = MsBetween(start, Clock::now());
+  return r;
+}
+
+Outcome Server::Impl::Run(Job& job, Slot* slot, Emitter& out) {
+  Outcome o;
+  o.slot = slot ? slot->id : -1;
+  ReplyStream reply(tok, job.gen.ignore_stop ? std::vector<int32_t>() : job.gen.stop_tokens, job.request.stop,
+                    job.format, job.forced_prefix);
+  std::string ended;  // why the server, not the decoding loop, ended it
+  const auto add = [&](const OutputDelta& d) {
+    o.parsed.content += d.content;
+    o.parsed.reasoning_content += d.reasoning_content;
+    for (const ToolCall& c : d.tool_calls) o.parsed.tool_calls.push_back(c);
+  };
+  const auto over_time = [&] {
+    if (Clock::now() < job.deadline) return false;
+    o.timed_out = true;
+    ended = "length";
+    return true;
+  };
+  GenerateHooks hooks;
+  hooks.sink = [&](std::span<const int32_t> ids) {
+    const OutputDelta d = reply.Push(ids);
+    add(d);
+    if (!(d.empty() ? out.Alive(0, 0) : out.Delta(d))) {
+      ended = "cancelled";
+      return false;
+    }
+    if (reply.stopped()) {
+      ended = "stop";
+      return false;
+    }
+    return !over_time();
+  };
+  hooks.progress = [&](int done, int total) {
+    if (!out.Alive(done, total)) {
+      ended = "cancelled";
+      return false;
+    }
+    return !over_time();
+  };
+  if (job.request.scripted_output) {
+    o.result = RunScript(job, hooks);
+    o.mode = "scripted";
+  } else {
+    o.result = engine.Continue(slot->seq, job.prompt, job.gen, hooks);
+    o.mode = job.gen.block_size > 1 ? "dflash" : "ar";
+  }
+  o.finish_reason = ended.empty() ? o.result.finish_reason : ended;
+  if (o.finish_reason != "cancelled") {
+    const OutputDelta tail = reply.Finish();
+    add(tail);
+    if (!tail.empty() && !out.Delta(tail)) o.finish_reason = "cancelled";
+  }
+  if (o.finish_reason == "stop" && !o.parsed.tool_calls.empty()) o.finish_reason = "tool_calls";
+  o.text = reply.text();
+  o.wall_ms = MsBetween(job.start, Clock::now());
+  return o;
+}
+
+void Server::Impl::Record(const Job& job, const Outcome& o) {
+  GenerationRecord rec;
+  rec.stats = o.result.stats;
+  rec.finish_reason = o.finish_reason;
+  rec.timed_out = o.timed_out;
+  rec.wall_s = o.wall_ms / 1000.0;
+  metrics.Record(rec);
+  if (!diagnostics) return;
+  OJson d;
+  d["id"] = job.header.id;
+  d["endpoint"] = job.chat ? "chat" : "completions";
+  d["model"] = job.header.model;
+  d["stream"] = job.request.stream;
+  d["slot"] = o.slot;
+  d["finish_reason"] = o.finish_reason;
+  d["timed_out"] = o.timed_out;
+  d["cache_hit"] = o.result.stats.cached_tokens > 0;
+  d["ttft_ms"] = o.result.stats.ttft_ms;
+  d["wall_ms"] = o.wall_ms;
+  d["usage"] = UsageJson(o.result.stats);
+  d["timings"] = TimingsJson(o.result.stats, o.mode);
+  d["peak_rss_mib"] = PeakRssMiB();
+  diagnostics->Write(d);
+}
+
+OJson Server::Impl::FinalResponse(const Job& job, const Outcome& o) const {
+  OJson r = job.header.Json();
+  OJson choice;
+  choice["index"] = 0;
+  if (job.chat) {
+    choice["message"] = o.parsed.ToMessage();
+  } else {
+    choice["text"] = o.parsed.content;
+  }
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = o.finish_reason;
+  r["choices"] = OJson::array({choice});
+  r["usage"] = UsageJson(o.result.stats);
+  r["timings"] = TimingsJson(o.result.stats, o.mode);
+  return r;
+}
+
+namespace {
+
+// Collects a non-streamed reply; writes whitespace heartbeats (leading whitespace is valid JSON)
+// during long requests, which is also how it notices a client that went away.
+class CollectingEmitter final : public Emitter {
+ public:
+  CollectingEmitter(httplib::DataSink& sink, int heartbeat_ms) : sink_(sink), heartbeat_ms_(heartbeat_ms) {}
+  bool Delta(const OutputDelta&) override { return Alive(0, 0); }
+  bool Alive(int, int) override {
+    const auto now = Clock::now();
+    if (MsBetween(last_, now) < heartbeat_ms_) return true;
+    last_ = now;
+    return sink_.write(" ", 1);
+  }
+
+ private:
+  httplib::DataSink& sink_;
+  int heartbeat_ms_;
+  Clock::time_point last_ = Clock::now();
+};
+
+// Server-sent events: one chunk per delta; SSE comments as keep-alives and prefill progress.
+class SseEmitter final : public Emitter {
+ public:
+  SseEmitter(httplib::DataSink& sink, const Job& job, int heartbeat_ms)
+      : sink_(sink), job_(job), heartbeat_ms_(heartbeat_ms) {}
+
+  bool Event(const OJson& j) { return Write("data: " + j.dump() + "\n\n"); }
+  bool Done() { return Write("data: [DONE]\n\n"); }
+  bool Delta(const OutputDelta& d) override {
+    if (job_.chat) return Event(ChatDeltaChunk(job_.header, d));
+    OJson chunk = job_.header.Json();
+    chunk["choices"] = OJson::array({{{"index", 0}, {"text", d.content}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+    return Event(chunk);
+  }
+  bool Alive(int done, int total) override {
+    if (MsBetween(last_, Clock::now()) < heartbeat_ms_) return true;
+    if (done < 0) return Write(": queued\n\n");
+    return Write(total > 0 ? ": prefill " + std::to_string(done) + "/" + std::to_string(total) + "\n\n" : ": keep-alive\n\n");
+  }
+
+ private:
+  bool Write(const std::string& s) {
+    last_ = Clock::now();
+    return sink_.write(s.data(), s.size());
+  }
+  httplib::DataSink& sink_;
+  const Job& job_;
+  int heartbeat_ms_;
+  Clock::time_point last_ = Clock::now();
+};
+
+}  // namespace
+
+void Server::Impl::Serve(Job job, httplib::Response& res) {
+  const int ctx = engine.options().context;
+  if (static_cast<int>(job.prompt.size()) >= ctx) {
+    throw ApiError(400, "invalid_request_error",
+                   "the prompt is " + std::to_string(job.prompt.size()) + " tokens, over the context of " + std::to_string(ctx) +
+                       " tokens per sequence (--ctx)",
+                   "messages", "context_length_exceeded");
+  }
+  if (job.prompt.empty()) throw BadRequest("the prompt is empty", "prompt");
+  auto shared = std::make_shared<Job>(std::move(job));
+  const bool scripted = shared->request.scripted_output.has_value();
+  if (!shared->request.stream) {
+    // Queue here, before the status line: a timeout is still a proper 503.
+    std::shared_ptr<SlotPool::Lease> lease;
+    if (!scripted) {
+      auto l = slots.Acquire(shared->prompt, shared->deadline, std::chrono::milliseconds(250), {});
+      if (!l) throw ApiError(503, "server_error", "timed out waiting for a free slot", "", "timeout");
+      lease = std::make_shared<SlotPool::Lease>(std::move(*l));
+    }
+    res.set_chunked_content_provider("application/json", [this, shared, lease](size_t, httplib::DataSink& sink) mutable {
+      CollectingEmitter out(sink, opt.heartbeat_ms);
+      OJson body;
+      try {
+        const Outcome o = Run(*shared, lease ? &lease->slot() : nullptr, out);
+        lease.reset();
+        Record(*shared, o);
+        if (o.finish_reason == "cancelled") return false;
+        body = FinalResponse(*shared, o);
+      } catch (const std::exception& e) {
+        lease.reset();
+        body = ApiError(500, "server_error", e.what()).Body();
+      }
+      const std::string s = body.dump();
+      sink.write(s.data(), s.size());
+      sink.done();
+      return true;
+    });
+    return;
+  }
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider("text/event-stream", [this, shared, scripted](size_t, httplib::DataSink& sink) {
+    Job& job = *shared;
+    SseEmitter out(sink, job, opt.heartbeat_ms);
+    std::optional<SlotPool::Lease> lease =
+        scripted ? std::nullopt
+                 : slots.Acquire(job.prompt, job.deadline, std::chrono::milliseconds(250),
+                                 [&] { return out.Alive(-1, 0); });
+    if (!scripted) {
+      if (!lease) {
+        out.Event(ApiError(503, "server_error", "timed out waiting for a free slot", "", "timeout").Body());
+        out.Done();
+        sink.done();
+        return true;
+      }
+    }
+    try {
+      if (job.chat) {
+        OJson first = job.header.Json("chat.completion.chunk");
+        first["choices"] = OJson::array({{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}}});
+        if (!out.Event(first)) return false;
+      }
+      const Outcome o = Run(job, lease ? &lease->slot() : nullptr, out);
+      lease.reset();
+      Record(job, o);
+      if (o.finish_reason == "cancelled") return false;
+      OJson last = job.header.Json(job.chat ? "chat.completion.chunk" : nullptr);
+      OJson choice = {{"index", 0}};
+      if (job.chat) {
+        choice["delta"] = OJson::object();
+      } else {
+        choice["text"] = "";
+        choice["logprobs"] = nullptr;
+      }
+      choice["finish_reason"] = o.finish_reason;
+      last["choices"] = OJson::array({choice});
+      last["timings"] = TimingsJson(o.result.stats, o.mode);
+      if (!job.request.include_usage) last["usage"] = UsageJson(o.result.stats);
+      out.Event(last);
+      if (job.request.include_usage) {
+        OJson usage = job.header.Json(job.chat ? "chat.completion.chunk" : nullptr);
+        usage["choices"] = OJson::array();
+        usage["usage"] = UsageJson(o.result.stats);
+        usage["timings"] = TimingsJson(o.result.stats, o.mode);
+        out.Event(usage);
+      }
+    } catch (const std::exception& e) {
+      lease.reset();
+      out.Event(ApiError(500, "server_error", e.what()).Body());
+    }
+    out.Done();
+    sink.done();
+    return true;
+  });
+}
+
+void Server::Impl::Setup() {
+  http.set_payload_max_length(opt.max_body_bytes);
+  const int threads = std::max(8, 4 * opt.parallel);
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // Errors httplib answers itself (unknown route, oversized body, malformed HTTP), in OpenAI's format.
+  http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    std::string message = "HTTP " + std::to_string(res.status);
+    std::string type = "invalid_request_error";
+    if (res.status == 404) message = "unknown endpoint: " + req.method + " " + req.path;
+    if (res.status == 413) message = "the request body is over " + std::to_string(opt.max_body_bytes) + " bytes";
+    if (res.status >= 500) type = "server_error";
+    res.set_content(ApiError(res.status, type, message).Body().dump(), "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    SendJson(res, 500, ApiError(500, "server_error", "internal error").Body());
+  });
+
+  http.Get("/health", Route("health", false, [](const httplib::Request&, httplib::Response& res) {
+    SendJson(res, 200, {{"status", "ok"}});
+  }));
+  http.Get("/v1/models", Route("models", true, [this](const httplib::Request&, httplib::Response& res) {
+    OJson m = {{"id", opt.alias}, {"object", "model"}, {"created", 0}, {"owned_by", "dflash"}};
+    m["meta"] = {{"n_ctx", engine.options().context},
+                 {"n_vocab", engine.target_config().decoder.vocab_size},
+                 {"draft", engine.has_draft()},
+                 {"slots", slots.size()},
+                 {"saved_sequences", slots.saved()}};
+    SendJson(res, 200, {{"object", "list"}, {"data", OJson::array({m})}});
+  }));
+  http.Get("/metrics", Route("metrics", true, [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.Render(slots.size(), slots.busy(), slots.queued()), "text/plain; version=0.0.4");
+  }));
+  http.Post("/v1/chat/completions", Route("chat", true, [this](const httplib::Request& req, httplib::Response& res) {
+    Serve(ChatJob(req), res);
+  }));
+  http.Post("/v1/completions", Route("completions", true, [this](const httplib::Request& req, httplib::Response& res) {
+    Serve(CompletionJob(req), res);
+  }));
+  http.Post("/apply-template", Route("apply-template", true, [this](const httplib::Request& req, httplib::Response& res) {
+    const ChatRequest r = ParseChatRequest(ParseBody(req.body));
+    if (!chat_template) throw BadRequest("this model has no chat template");
+    const bool use_tools = !r.tools.is_null() && r.tool_choice != ToolChoice::kNone;
+    SendJson(res, 200, {{"prompt", chat_template->Render(r.messages, use_tools ? r.tools : OJson(), true, r.chat_template_kwargs)}});
+  }));
+  http.Post("/tokenize", Route("tokenize", true, [this](const httplib::Request& req, httplib::Response& res) {
+    const OJson body = ParseBody(req.body);
+    const auto content = body.find("content");
+    if (content == body.end() || !content->is_string()) throw BadRequest("'content' must be a string", "content");
+    const auto special = body.find("add_special");
+    if (special != body.end() && !special->is_boolean()) throw BadRequest("'add_special' must be a boolean", "add_special");
+    std::vector<int32_t> ids;
+    if (special != body.end() && special->get<bool>() && tok.bos_id() >= 0 && tok.add_bos()) ids.push_back(tok.bos_id());
+    const std::vector<int32_t> text = tok.Encode(content->get<std::string>());
+    ids.insert(ids.end(), text.begin(), text.end());
+    SendJson(res, 200, {{"tokens", ids}});
+  }));
+  http.Post("/detokenize", Route("detokenize", true, [this](const httplib::Request& req, httplib::Response& res) {
+    const OJson body = ParseBody(req.body);
+    const auto tokens = body.find("tokens");
+    if (tokens == body.end() || !tokens->is_array()) throw BadRequest("'tokens' must be an array of token ids", "tokens");
+    std::vector<int32_t> ids;
+    for (const OJson& t : *tokens) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tok.vocab_size()) {
+        throw BadRequest("'tokens' entries must be token ids in [0, " + std::to_string(tok.vocab_size()) + ")", "tokens");
+      }
+      ids.push_back(t.get<int32_t>());
+    }
+    SendJson(res, 200, {{"content", tok.Decode(ids)}});
+  }));
+}
+
+Server::Server(Engine& engine, const text::Tokenizer& tokenizer, std::optional<ChatTemplate> chat_template,
+               const GenerateOptions& defaults, const ServerOptions& options)
+    : impl_(std::make_unique<Impl>(engine, tokenizer, std::move(chat_template), defaults, options)) {
+  impl_->Setup();
+}
+
+Server::~Server() = default;
+
+int Server::Bind() {
+  const ServerOptions& o = impl_->opt;
+  int port = o.port;
+  if (port == 0) {
+    port = impl_->http.bind_to_any_port(o.host);
+    if (port < 0) Fail("cannot bind ", o.host, " on any port");
+  } else if (!impl_->http.bind_to_port(o.host, port)) {
+    Fail("cannot bind ", o.host, ":", port, " (in use, or not a local address)");
+  }
+  return port;
+}
+
+void Server::Listen() { impl_->http.listen_after_bind(); }
+
+void Server::Stop() { impl_->http.stop(); }
+
+}  // namespace dflash::serve

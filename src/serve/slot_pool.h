@@ -1,0 +1,78 @@
+// The server's sequences ("slots") and the queue in front of them. Each slot keeps the tokens
+// of its last request in its caches, so it doubles as the prefix cache: a new request takes the
+// idle slot whose tokens share the longest prefix with its prompt (agents resend the whole
+// conversation every turn), and among equals the least recently used one.
+//
+// Saved sequences (--cache-ram) extend that cache: when a request would overwrite a slot's
+// sequence, the sequence is swapped into the saved set instead (evicting the least recently
+// used saved one, whose storage the slot then reuses), and a request that shares more with a
+// saved sequence than with any idle slot has it swapped into its slot. Swaps exchange buffers:
+// nothing is copied.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "spec/engine.h"
+
+namespace dflash::serve {
+
+struct Slot {
+  int id = 0;
+  Sequence seq;
+  bool busy = false;
+  uint64_t last_used = 0;
+};
+
+class SlotPool {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // `saved`: sequences kept beyond the slots (each the size of one slot's caches).
+  SlotPool(Engine& engine, int slots, int saved = 0);
+
+  // A slot held by one request; released (and returned to the pool) when destroyed.
+  class Lease {
+   public:
+    Lease(SlotPool* pool, Slot* slot) : pool_(pool), slot_(slot) {}
+    Lease(Lease&& o) noexcept : pool_(o.pool_), slot_(o.slot_) { o.slot_ = nullptr; }
+    Lease& operator=(Lease&&) = delete;
+    ~Lease();
+    Slot& slot() const { return *slot_; }
+
+   private:
+    SlotPool* pool_;
+    Slot* slot_;
+  };
+
+  // Waits for an idle slot until `deadline`, calling `waiting` about every `tick` while it
+  // waits (return false to give up: a client that left). nullopt when it gave up or timed out.
+  std::optional<Lease> Acquire(std::span<const int32_t> prompt, Clock::time_point deadline,
+                               std::chrono::milliseconds tick, const std::function<bool()>& waiting);
+
+  int size() const { return static_cast<int>(slots_.size()); }
+  int saved() const { return static_cast<int>(saved_.size()); }
+  int busy() const;
+  int queued() const;
+
+ private:
+  Slot* PickIdle(std::span<const int32_t> prompt);  // with mu_ held
+  void SwapWithSaved(Slot& slot, std::span<const int32_t> prompt);  // with mu_ held
+
+  Engine& engine_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<Slot> saved_;  // never busy; last_used orders eviction
+  mutable std::mutex mu_;
+  std::condition_variable idle_;
+  uint64_t clock_ = 0;
+  int queued_ = 0;
+};
+
+}  // namespace dflash::serve

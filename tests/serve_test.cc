@@ -1,0 +1,267 @@
+// The server's parts that need no HTTP: request validation, stop sequences, the reply
+// pipeline, slot choice and the metrics text. The HTTP side is driven by the openai package in
+// tests/py/test_serve.py.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "serve/api_error.h"
+#include "serve/metrics.h"
+#include "serve/reply_stream.h"
+#include "serve/request.h"
+#include "serve/slot_pool.h"
+#include "serve/stop_matcher.h"
+
+namespace dflash::serve {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kPair = fs::path(DFLASH_SOURCE_DIR) / "models" / "dflash-pair";
+
+OJson Chat(OJson extra = OJson::object()) {
+  OJson j = {{"model", "x"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+  for (auto& [k, v] : extra.items()) j[k] = v;
+  return j;
+}
+
+// The parameter an ApiError names, or "" when parsing succeeded.
+std::string RejectedParam(const OJson& body) {
+  try {
+    ParseChatRequest(body);
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    return e.Body()["error"]["param"].is_null() ? "?" : e.Body()["error"]["param"].get<std::string>();
+  }
+  return "";
+}
+
+TEST(Request, ParsesTheBasics) {
+  const ChatRequest r = ParseChatRequest(Chat({{"max_tokens", 7}, {"temperature", 0.5}, {"top_p", 0.9}, {"top_k", 40},
+                                               {"seed", -3}, {"stop", "END"}, {"stream", true},
+                                               {"stream_options", {{"include_usage", true}}},
+                                               {"chat_template_kwargs", {{"enable_thinking", false}}},
+                                               {"some_unknown_field", {1, 2}}}));
+  EXPECT_EQ(r.model, "x");
+  EXPECT_EQ(*r.max_tokens, 7);
+  EXPECT_EQ(*r.temperature, 0.5);
+  EXPECT_EQ(*r.top_k, 40);
+  EXPECT_EQ(*r.seed, static_cast<uint64_t>(-3));
+  EXPECT_EQ(r.stop, std::vector<std::string>{"END"});
+  EXPECT_TRUE(r.stream && r.include_usage);
+  EXPECT_EQ(r.chat_template_kwargs["enable_thinking"], false);
+  EXPECT_EQ(r.messages[0]["content"], "hi");
+  // max_completion_tokens wins over the deprecated max_tokens.
+  EXPECT_EQ(*ParseChatRequest(Chat({{"max_tokens", 7}, {"max_completion_tokens", 9}})).max_tokens, 9);
+}
+
+TEST(Request, RejectsWrongTypesAndRangesNamingTheField) {
+  EXPECT_EQ(RejectedParam(Chat({{"max_tokens", "10"}})), "max_tokens");
+  EXPECT_EQ(RejectedParam(Chat({{"max_tokens", 0}})), "max_tokens");
+  EXPECT_EQ(RejectedParam(Chat({{"max_tokens", 1.5}})), "max_tokens");
+  EXPECT_EQ(RejectedParam(Chat({{"temperature", -1}})), "temperature");
+  EXPECT_EQ(RejectedParam(Chat({{"temperature", "hot"}})), "temperature");
+  EXPECT_EQ(RejectedParam(Chat({{"top_p", 0}})), "top_p");
+  EXPECT_EQ(RejectedParam(Chat({{"top_k", -1}})), "top_k");
+  EXPECT_EQ(RejectedParam(Chat({{"stream", 1}})), "stream");
+  EXPECT_EQ(RejectedParam(Chat({{"stop", {"a", "b", "c", "d", "e"}}})), "stop");
+  EXPECT_EQ(RejectedParam(Chat({{"stop", 3}})), "stop");
+  EXPECT_EQ(RejectedParam(Chat({{"messages", "hi"}})), "messages");
+  EXPECT_EQ(RejectedParam(Chat({{"messages", OJson::array()}})), "messages");
+  EXPECT_EQ(RejectedParam(Chat({{"messages", {{{"role", "robot"}, {"content", "x"}}}}})), "messages[0].role");
+  EXPECT_EQ(RejectedParam(Chat({{"messages", {{{"role", "user"}, {"content", 5}}}}})), "messages[0].content");
+  EXPECT_EQ(RejectedParam(Chat({{"tools", {{{"type", "function"}}}}})), "tools[0].function");
+  EXPECT_EQ(RejectedParam(Chat({{"tool_choice", "sometimes"}})), "tool_choice");
+  EXPECT_EQ(RejectedParam(Chat({{"tool_choice", "required"}})), "tool_choice");  // no tools
+}
+
+TEST(Request, UnsupportedSamplingFieldsAreRejectedUnlessNoOps) {
+  for (const char* key : {"presence_penalty", "frequency_penalty"}) {
+    EXPECT_EQ(RejectedParam(Chat({{key, 0.5}})), key);
+    EXPECT_EQ(RejectedParam(Chat({{key, 0}})), "");
+  }
+  EXPECT_EQ(RejectedParam(Chat({{"repetition_penalty", 1.1}})), "repetition_penalty");
+  EXPECT_EQ(RejectedParam(Chat({{"repetition_penalty", 1}})), "");
+  EXPECT_EQ(RejectedParam(Chat({{"min_p", 0.05}})), "min_p");
+  EXPECT_EQ(RejectedParam(Chat({{"logit_bias", {{"42", 5}}}})), "logit_bias");
+  EXPECT_EQ(RejectedParam(Chat({{"logit_bias", OJson::object()}})), "");
+  EXPECT_EQ(RejectedParam(Chat({{"logprobs", true}})), "logprobs");
+  EXPECT_EQ(RejectedParam(Chat({{"logprobs", false}})), "");
+  EXPECT_EQ(RejectedParam(Chat({{"n", 2}})), "n");
+  EXPECT_EQ(RejectedParam(Chat({{"response_format", {{"type", "json_object"}}}})), "response_format");
+}
+
+TEST(Request, ToolsAndAssistantToolCalls) {
+  const OJson tools = {{{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", OJson::object()}}}}};
+  const OJson messages = {
+      {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "weather "}}, {{"type", "text"}, {"text", "in Paris?"}}}}},
+      {{"role", "assistant"},
+       {"content", nullptr},
+       {"tool_calls", {{{"id", "c1"}, {"type", "function"},
+                        {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}}}}}}},
+      {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "sunny"}}};
+  const ChatRequest r = ParseChatRequest(Chat({{"messages", messages}, {"tools", tools},
+                                               {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}}));
+  EXPECT_EQ(r.tool_choice, ToolChoice::kNamed);
+  EXPECT_EQ(r.tool_name, "get_weather");
+  EXPECT_EQ(r.messages[0]["content"], "weather in Paris?");
+  EXPECT_EQ(r.messages[1]["content"], "");
+  EXPECT_EQ(r.messages[1]["tool_calls"][0]["function"]["arguments"]["city"], "Paris");
+  EXPECT_EQ(RejectedParam(Chat({{"tools", tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}}})),
+            "tool_choice");
+  OJson bad_args = messages;
+  bad_args[1]["tool_calls"][0]["function"]["arguments"] = "{not json";
+  EXPECT_EQ(RejectedParam(Chat({{"messages", bad_args}})), "messages[1].tool_calls[0].function.arguments");
+}
+
+TEST(Request, BodiesAndCompletionPrompts) {
+  EXPECT_THROW(ParseBody("{\"model\": "), ApiError);
+  EXPECT_THROW(ParseBody("[1, 2]"), ApiError);
+  EXPECT_THROW(ParseBody(""), ApiError);
+  EXPECT_EQ(*ParseCompletionRequest({{"prompt", "def f("}}).prompt_text, "def f(");
+  EXPECT_EQ(*ParseCompletionRequest({{"prompt", {"def f("}}}).prompt_text, "def f(");
+  EXPECT_EQ(ParseCompletionRequest({{"prompt", {1, 2, 3}}}).prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_THROW(ParseCompletionRequest({{"prompt", {"a", "b"}}}), ApiError);
+  EXPECT_THROW(ParseCompletionRequest({{"prompt", {1, -2}}}), ApiError);
+  EXPECT_THROW(ParseCompletionRequest(OJson::object()), ApiError);
+  EXPECT_THROW(ParseCompletionRequest({{"prompt", "x"}, {"echo", true}}), ApiError);
+}
+
+TEST(StopMatcher, CutsAtTheFirstStopAndHoldsBackPossibleStarts) {
+  StopMatcher m({"</end>", "STOP"});
+  EXPECT_EQ(m.Push("hello </"), "hello ");  // "</" may begin "</end>"
+  EXPECT_EQ(m.Push("b> more S"), "</b> more ");
+  EXPECT_EQ(m.Push("TOP tail"), "");
+  EXPECT_TRUE(m.stopped());
+  EXPECT_EQ(m.Push("x"), "");
+  EXPECT_EQ(m.Finish(), "");
+
+  StopMatcher n({"ab"});
+  EXPECT_EQ(n.Push("xa"), "x");
+  EXPECT_EQ(n.Finish(), "a");  // the stream ended without the stop
+  EXPECT_FALSE(n.stopped());
+}
+
+std::optional<text::Tokenizer> PairTokenizer() {
+  if (!fs::exists(kPair / "target" / "tokenizer.json")) return std::nullopt;
+  return text::Tokenizer::Load((kPair / "target").string());
+}
+
+TEST(ReplyStream, DropsEndTokensAndCutsStopSequences) {
+  const auto tok = PairTokenizer();
+  ASSERT_TRUE(tok);
+  const std::string text = "def add(a, b):\n    return a + b\n";
+  std::vector<int32_t> ids = tok->Encode(text);
+  ids.push_back(2);  // <|im_end|>
+  ReplyStream all(*tok, {2, 0}, {}, std::nullopt);
+  std::string shown;
+  for (int32_t id : ids) shown += all.Push({&id, 1}).content;
+  shown += all.Finish().content;
+  EXPECT_EQ(shown, text);
+
+  ReplyStream cut(*tok, {2, 0}, {"return"}, std::nullopt);
+  shown.clear();
+  for (int32_t id : ids) shown += cut.Push({&id, 1}).content;
+  EXPECT_TRUE(cut.stopped());
+  shown += cut.Finish().content;
+  EXPECT_EQ(shown, "def add(a, b):\n    ");
+}
+
+TEST(ReplyStream, ChatFormatSplitsToolCallsAndForcedPrefixCounts) {
+  const auto tok = PairTokenizer();
+  ASSERT_TRUE(tok);
+  OutputFormat f;
+  f.tool_calls = ToolCallFormat::kHermesJson;
+  f.call_id_prefix = "call_t_";
+  // The prompt already opened the call (tool_choice named); the model writes the rest.
+  ReplyStream s(*tok, {2}, {}, f, "<tool_call>\n{\"name\": \"f\", \"arguments\": ");
+  const std::vector<int32_t> ids = tok->Encode("{\"x\": 1}}\n</tool_call>");
+  OutputDelta d = s.Push(ids);
+  const OutputDelta tail = s.Finish();
+  for (const ToolCall& c : tail.tool_calls) d.tool_calls.push_back(c);
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].name, "f");
+  EXPECT_EQ(OJson::parse(d.tool_calls[0].arguments), OJson({{"x", 1}}));
+  EXPECT_EQ(d.tool_calls[0].id, "call_t_0");
+  EXPECT_EQ(d.content + tail.content, "");
+}
+
+TEST(SlotPool, PicksTheLongestPrefixThenLeastRecentlyUsed) {
+  EngineOptions o;
+  o.target_dir = (kPair / "target").string();
+  o.context = 64;
+  o.threads = 1;
+  Engine engine(o);
+  SlotPool pool(engine, 3);
+  const auto far = SlotPool::Clock::now() + std::chrono::seconds(5);
+  const std::vector<int32_t> a = {5, 6, 7, 8, 9}, b = {5, 6, 10, 11};
+  int slot_a;
+  {
+    auto l = pool.Acquire(a, far, std::chrono::milliseconds(10), {});
+    ASSERT_TRUE(l);
+    l->slot().seq.tokens = {5, 6, 7, 8};  // as if it had served `a`
+    slot_a = l->slot().id;
+  }
+  {
+    auto l = pool.Acquire(a, far, std::chrono::milliseconds(10), {});
+    EXPECT_EQ(l->slot().id, slot_a);  // longest prefix
+    auto other = pool.Acquire(b, far, std::chrono::milliseconds(10), {});
+    EXPECT_NE(other->slot().id, slot_a);
+    EXPECT_EQ(pool.busy(), 2);
+  }
+  // All held: the next request waits and gives up at its deadline.
+  auto l1 = pool.Acquire(a, far, std::chrono::milliseconds(10), {});
+  auto l2 = pool.Acquire(a, far, std::chrono::milliseconds(10), {});
+  auto l3 = pool.Acquire(a, far, std::chrono::milliseconds(10), {});
+  ASSERT_TRUE(l1 && l2 && l3);
+  EXPECT_FALSE(pool.Acquire(a, SlotPool::Clock::now() + std::chrono::milliseconds(30), std::chrono::milliseconds(10), {}));
+  int polls = 0;
+  EXPECT_FALSE(pool.Acquire(a, far, std::chrono::milliseconds(5), [&] { return ++polls < 3; }));
+  EXPECT_EQ(polls, 3);
+}
+
+TEST(SlotPool, SavedSequencesKeepWhatASlotWouldLose) {
+  EngineOptions o;
+  o.target_dir = (kPair / "target").string();
+  o.context = 64;
+  o.threads = 1;
+  Engine engine(o);
+  SlotPool pool(engine, 1, 2);
+  const auto far = SlotPool::Clock::now() + std::chrono::seconds(5);
+  const auto serve = [&](const std::vector<int32_t>& prompt) {
+    auto l = pool.Acquire(prompt, far, std::chrono::milliseconds(10), {});
+    const int reused = engine.ReusablePrefix(l->slot().seq, prompt);
+    l->slot().seq.tokens = prompt;  // as if it had served `prompt`
+    return reused;
+  };
+  const std::vector<int32_t> a = {5, 6, 7, 8, 9}, b = {10, 11, 12, 13}, c = {20, 21, 22};
+  EXPECT_EQ(serve(a), 0);
+  EXPECT_EQ(serve(b), 0);  // a is saved, not overwritten
+  EXPECT_EQ(serve(a), 4);  // a comes back from the saved set
+  EXPECT_EQ(serve(b), 3);
+  EXPECT_EQ(serve(c), 0);  // a and b are both saved now
+  EXPECT_EQ(serve({20, 21, 22, 23}), 3);
+  EXPECT_EQ(serve({30, 31, 32}), 0);  // the saved set is full: a, the least recently used, goes
+  EXPECT_EQ(serve(a), 0);
+  EXPECT_EQ(serve({20, 21, 22, 23, 24}), 4);  // c's turn is still saved
+}
+
+TEST(Metrics, CountsAcceptancePerDraftPosition) {
+  Metrics m;
+  GenerationRecord r;
+  r.stats.prompt_tokens = 10;
+  r.stats.completion_tokens = 9;
+  r.stats.cycles = 3;
+  r.stats.accept_hist = {0, 1, 0, 2, 0};  // B = 4: one cycle accepted 0 drafts, two accepted 2
+  r.finish_reason = "stop";
+  m.Record(r);
+  m.CountRequest("chat", 200);
+  const std::string text = m.Render(1, 0, 0);
+  EXPECT_NE(text.find("dflash_spec_position_accepted_total{position=\"1\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("dflash_spec_position_accepted_total{position=\"2\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("dflash_spec_position_accepted_total{position=\"3\"} 0\n"), std::string::npos);
+  EXPECT_NE(text.find("dflash_requests_total{endpoint=\"chat\",status=\"200\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("dflash_generations_total{finish_reason=\"stop\"} 1\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dflash::serve
