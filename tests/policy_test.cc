@@ -29,7 +29,9 @@ TEST(Policy, LosingDraftFallsBackWithDoublingBackoff) {
   c.OnPlainStep(10.0);
   int expected_backoff = C::kMinBackoff;
   for (int round = 1; round <= 4; ++round) {
-    for (int k = 0; k < C::kLossesToFallBack; ++k) {
+    // The first fallback waits for kLossesToFallBack losses; each probe after a back-off is
+    // judged on kProbeCycles.
+    for (int k = 0; k < (round == 1 ? C::kLossesToFallBack : C::kProbeCycles); ++k) {
       ASSERT_TRUE(c.Speculate());
       c.OnCycle(30.0, 2);  // 2 tokens per 30 ms loses to 1 per 10 ms
     }

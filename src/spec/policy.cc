@@ -52,10 +52,12 @@ void SpeculationController::OnCycle(double ms, int tokens_committed) {
   if (tau_ * step_ms_ >= cycle_ms_) {
     losses_ = 0;
     backoff_ = kMinBackoff;
+    probing_ = false;
     return;
   }
-  if (++losses_ < kLossesToFallBack) return;
+  if (++losses_ < (probing_ ? kProbeCycles : kLossesToFallBack)) return;
   ++fallbacks_;
+  probing_ = true;
   losses_ = 0;
   plain_left_ = backoff_;
   backoff_ = std::min(2 * backoff_, kMaxBackoff);

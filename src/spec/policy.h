@@ -32,11 +32,13 @@ class SpeculationController {
   int fallbacks() const { return fallbacks_; }
   double tau() const { return tau_; }
 
-  // Back-off bounds in plain steps; consecutive losing cycles before falling back (a probe
-  // after a back-off is therefore at least this many cycles).
+  // Back-off bounds in plain steps; consecutive losing cycles before falling back, the first
+  // time and after a back-off. A probe after a back-off is a single cycle: on a CPU one cycle
+  // can cost several plain steps, and one is enough to see whether the draft agrees again.
   static constexpr int kMinBackoff = 16;
   static constexpr int kMaxBackoff = 1024;
   static constexpr int kLossesToFallBack = 2;
+  static constexpr int kProbeCycles = 1;
   // While DFlash wins, one plain step every this many cycles keeps t_step current (it grows
   // with the KV) and keeps one noisy early sample from deciding the whole sequence.
   static constexpr int kRefreshCycles = 64;
@@ -51,6 +53,7 @@ class SpeculationController {
   int backoff_ = kMinBackoff;
   int cycles_since_step_ = 0;
   bool fresh_ = true;     // next cycle starts a new probe: overwrite, do not blend
+  bool probing_ = false;  // speculating again after a back-off, not yet seen winning
   int fallbacks_ = 0;
 };
 
