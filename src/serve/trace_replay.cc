@@ -71,8 +71,11 @@ void TakeStats(const OJson& j, ReplayRow& row) {
   if (j.contains("timings") && j["timings"].is_object()) {
     const OJson& t = j["timings"];
     row.cache_n = t.value("cache_n", row.cache_n);
-    row.tokens_per_cycle = t.value("tokens_per_cycle", row.tokens_per_cycle);
-    row.acceptance = t.value("acceptance", row.acceptance);
+    // A plain-mode answer has no cycles; its 0 is "not applicable", not a measured tau.
+    if (t.value("cycles", 1L) > 0) {
+      row.tokens_per_cycle = t.value("tokens_per_cycle", row.tokens_per_cycle);
+      row.acceptance = t.value("acceptance", row.acceptance);
+    }
     row.mode = t.value("mode", row.mode);
     if (row.completion_tokens < 0) row.completion_tokens = t.value("predicted_n", -1L);
   }
