@@ -20,6 +20,12 @@ void Line(std::string& out, const std::string& name, double v, const std::string
   out += name + (labels.empty() ? "" : "{" + labels + "}") + " " + Num(v) + "\n";
 }
 
+// An unlabelled counter: its header and its one sample.
+void Counter(std::string& out, const std::string& name, const char* help, double v) {
+  Header(out, name, "counter", help);
+  Line(out, name, v);
+}
+
 }  // namespace
 
 void Histogram::Observe(double v) {
@@ -93,24 +99,15 @@ std::string Metrics::Render(int slots, int slots_busy, int queued) const {
   for (const auto& [reason, n] : finishes_) {
     Line(out, "dflash_generations_total", static_cast<double>(n), "finish_reason=\"" + reason + "\"");
   }
-  Header(out, "dflash_generations_timed_out_total", "counter", "Generations stopped by the request timeout.");
-  Line(out, "dflash_generations_timed_out_total", static_cast<double>(timed_out_));
-  Header(out, "dflash_prompt_tokens_total", "counter", "Prompt tokens, cached or prefilled.");
-  Line(out, "dflash_prompt_tokens_total", static_cast<double>(prompt_tokens_));
-  Header(out, "dflash_prompt_cached_tokens_total", "counter", "Prompt tokens reused from the prefix cache.");
-  Line(out, "dflash_prompt_cached_tokens_total", static_cast<double>(cached_tokens_));
-  Header(out, "dflash_completion_tokens_total", "counter", "Generated tokens.");
-  Line(out, "dflash_completion_tokens_total", static_cast<double>(completion_tokens_));
-  Header(out, "dflash_spec_cycles_total", "counter", "DFlash draft + verify cycles.");
-  Line(out, "dflash_spec_cycles_total", static_cast<double>(cycles_));
-  Header(out, "dflash_spec_drafted_tokens_total", "counter", "Drafted tokens offered to verification.");
-  Line(out, "dflash_spec_drafted_tokens_total", static_cast<double>(drafted_));
-  Header(out, "dflash_spec_accepted_tokens_total", "counter", "Drafted tokens accepted.");
-  Line(out, "dflash_spec_accepted_tokens_total", static_cast<double>(accepted_));
-  Header(out, "dflash_spec_plain_steps_total", "counter", "Plain decode steps taken although a draft was loaded (adaptive policy).");
-  Line(out, "dflash_spec_plain_steps_total", static_cast<double>(plain_steps_));
-  Header(out, "dflash_spec_fallbacks_total", "counter", "Switches from DFlash to plain decoding by the adaptive policy.");
-  Line(out, "dflash_spec_fallbacks_total", static_cast<double>(fallbacks_));
+  Counter(out, "dflash_generations_timed_out_total", "Generations stopped by the request timeout.", static_cast<double>(timed_out_));
+  Counter(out, "dflash_prompt_tokens_total", "Prompt tokens, cached or prefilled.", static_cast<double>(prompt_tokens_));
+  Counter(out, "dflash_prompt_cached_tokens_total", "Prompt tokens reused from the prefix cache.", static_cast<double>(cached_tokens_));
+  Counter(out, "dflash_completion_tokens_total", "Generated tokens.", static_cast<double>(completion_tokens_));
+  Counter(out, "dflash_spec_cycles_total", "DFlash draft + verify cycles.", static_cast<double>(cycles_));
+  Counter(out, "dflash_spec_drafted_tokens_total", "Drafted tokens offered to verification.", static_cast<double>(drafted_));
+  Counter(out, "dflash_spec_accepted_tokens_total", "Drafted tokens accepted.", static_cast<double>(accepted_));
+  Counter(out, "dflash_spec_plain_steps_total", "Plain decode steps taken although a draft was loaded (adaptive policy).", static_cast<double>(plain_steps_));
+  Counter(out, "dflash_spec_fallbacks_total", "Switches from DFlash to plain decoding by the adaptive policy.", static_cast<double>(fallbacks_));
   Header(out, "dflash_spec_position_accepted_total", "counter",
          "Cycles whose drafted token at block position N was accepted (position 1 = first drafted token).");
   for (size_t j = 0; j < accepted_at_.size(); ++j) {
