@@ -212,17 +212,27 @@ GgufModel LoadGguf(const std::string& path) {
 
 namespace {
 
-// The rope fields both configs share, in config.json's terms.
-void AddRope(const JsonObject& meta, const std::string& p, Json& cfg) {
-  cfg["rope_theta"] = meta.Get<double>(p + "rope.freq_base", 10000.0);
+// The decoder hyper-parameters a target and a draft share, in config.json's terms, so one
+// parser validates GGUF and HF checkpoints alike.
+Json DecoderJson(const JsonObject& meta, const std::string& p) {
+  Json cfg{{"hidden_size", meta.Get<int>(p + "embedding_length")},
+           {"intermediate_size", meta.Get<int>(p + "feed_forward_length")},
+           {"num_hidden_layers", meta.Get<int>(p + "block_count")},
+           {"num_attention_heads", meta.Get<int>(p + "attention.head_count")},
+           {"max_position_embeddings", meta.Get<int>(p + "context_length", 32768)},
+           {"rms_norm_eps", meta.Get<double>(p + "attention.layer_norm_rms_epsilon", 1e-6)},
+           {"rope_theta", meta.Get<double>(p + "rope.freq_base", 10000.0)}};
+  if (meta.Has(p + "attention.head_count_kv")) cfg["num_key_value_heads"] = meta.Get<int>(p + "attention.head_count_kv");
+  if (meta.Has(p + "attention.key_length")) cfg["head_dim"] = meta.Get<int>(p + "attention.key_length");
   const std::string scaling = meta.Get<std::string>(p + "rope.scaling.type", "none");
-  if (scaling == "none") return;
+  if (scaling == "none") return cfg;
   Json rs{{"rope_type", scaling}};
   if (meta.Has(p + "rope.scaling.factor")) rs["factor"] = meta.Get<double>(p + "rope.scaling.factor");
   if (meta.Has(p + "rope.scaling.original_context_length")) {
     rs["original_max_position_embeddings"] = meta.Get<int>(p + "rope.scaling.original_context_length");
   }
   cfg["rope_scaling"] = rs;
+  return cfg;
 }
 
 }  // namespace
@@ -243,18 +253,10 @@ DraftConfig DraftConfigFromGguf(const GgufModel& model, const std::string& path)
   Json dflash{{"target_layer_ids", ids},
               {"mask_token_id", meta.Get<int>(p + "dflash.mask_token_id")},
               {"block_size", meta.Get<int>(p + "dflash.block_size", 16)}};
-  Json cfg{{"architectures", {"DFlashDraftModel"}},
-           {"hidden_size", meta.Get<int>(p + "embedding_length")},
-           {"intermediate_size", meta.Get<int>(p + "feed_forward_length")},
-           {"num_hidden_layers", meta.Get<int>(p + "block_count")},
-           {"num_attention_heads", meta.Get<int>(p + "attention.head_count")},
-           {"max_position_embeddings", meta.Get<int>(p + "context_length", 32768)},
-           {"rms_norm_eps", meta.Get<double>(p + "attention.layer_norm_rms_epsilon", 1e-6)},
-           {"attention_bias", model.store.Find("layers.0.self_attn.q_proj.bias") != nullptr},
-           {"dflash_config", dflash}};
-  if (meta.Has(p + "attention.head_count_kv")) cfg["num_key_value_heads"] = meta.Get<int>(p + "attention.head_count_kv");
-  if (meta.Has(p + "attention.key_length")) cfg["head_dim"] = meta.Get<int>(p + "attention.key_length");
-  AddRope(meta, p, cfg);
+  Json cfg = DecoderJson(meta, p);
+  cfg["architectures"] = {"DFlashDraftModel"};
+  cfg["attention_bias"] = model.store.Find("layers.0.self_attn.q_proj.bias") != nullptr;
+  cfg["dflash_config"] = dflash;
   DraftConfig d = DraftConfigFromJson(cfg, path + " (GGUF metadata)");
   const int64_t features = static_cast<int64_t>(d.target_layer_ids.size()) * d.decoder.hidden_size;
   if (meta.Has(p + "dflash.n_target_features") && meta.Get<int64_t>(p + "dflash.n_target_features") != features) {
@@ -271,20 +273,11 @@ TargetConfig TargetConfigFromGguf(const GgufModel& model, const std::string& pat
   const std::string p = arch + ".";
   const Tensor* embed = model.store.Find("model.embed_tokens.weight");
   if (!embed || embed->shape.size() != 2) Fail(path, ": tensor 'token_embd.weight' is missing or not 2-D");
-  // The same hyper-parameters in config.json's terms, so one parser validates both.
-  Json cfg{{"architectures", {"Qwen3ForCausalLM"}},
-           {"vocab_size", embed->shape[0]},
-           {"hidden_size", meta.Get<int>(p + "embedding_length")},
-           {"intermediate_size", meta.Get<int>(p + "feed_forward_length")},
-           {"num_hidden_layers", meta.Get<int>(p + "block_count")},
-           {"num_attention_heads", meta.Get<int>(p + "attention.head_count")},
-           {"max_position_embeddings", meta.Get<int>(p + "context_length", 32768)},
-           {"rms_norm_eps", meta.Get<double>(p + "attention.layer_norm_rms_epsilon", 1e-6)},
-           {"tie_word_embeddings", model.store.Find("lm_head.weight") == nullptr},
-           {"attention_bias", model.store.Find("model.layers.0.self_attn.q_proj.bias") != nullptr}};
-  if (meta.Has(p + "attention.head_count_kv")) cfg["num_key_value_heads"] = meta.Get<int>(p + "attention.head_count_kv");
-  if (meta.Has(p + "attention.key_length")) cfg["head_dim"] = meta.Get<int>(p + "attention.key_length");
-  AddRope(meta, p, cfg);
+  Json cfg = DecoderJson(meta, p);
+  cfg["architectures"] = {"Qwen3ForCausalLM"};
+  cfg["vocab_size"] = embed->shape[0];
+  cfg["tie_word_embeddings"] = model.store.Find("lm_head.weight") == nullptr;
+  cfg["attention_bias"] = model.store.Find("model.layers.0.self_attn.q_proj.bias") != nullptr;
   return TargetConfigFromJson(cfg, path + " (GGUF metadata)");
 }
 
