@@ -15,6 +15,7 @@ Json ResultJson(const GenerateResult& r, const std::string& mode) {
   j["decode_tok_s"] = s.decode_tok_s();
   if (mode == "dflash") {
     j["cycles"] = s.cycles;
+    j["verified_rows"] = s.verified_rows;
     j["tokens_per_cycle"] = s.tokens_per_cycle();
     j["acceptance"] = s.acceptance();
     j["accept_hist"] = s.accept_hist;
@@ -32,8 +33,9 @@ void PrintStats(FILE* out, const GenerateResult& r, const std::string& mode) {
                mode.c_str(), s.prompt_tokens, s.prefill_tok_s(), s.ttft_ms, s.completion_tokens,
                s.decode_tok_s(), r.finish_reason.c_str());
   if (mode == "dflash") {
-    std::fprintf(out, " | tau %.2f, acceptance %.2f over %d cycles (draft %.0f ms, verify %.0f ms)",
-                 s.tokens_per_cycle(), s.acceptance(), s.cycles, s.draft_ms, s.verify_ms);
+    std::fprintf(out, " | tau %.2f, acceptance %.2f over %d cycles of %.1f verified rows (draft %.0f ms, verify %.0f ms)",
+                 s.tokens_per_cycle(), s.acceptance(), s.cycles, s.cycles ? double(s.verified_rows) / s.cycles : 0.0,
+                 s.draft_ms, s.verify_ms);
     if (s.plain_steps > 0) {
       std::fprintf(out, " | %d plain steps after %d fallback(s): DFlash was losing", s.plain_steps, s.fallbacks);
     }

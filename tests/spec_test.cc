@@ -105,36 +105,89 @@ TEST(Spec, GreedyScriptedDraftIsBitIdenticalAtEveryAcceptanceLength) {
   }
 }
 
-// The adaptive policy changes speed only: a draft that always agrees keeps speculating, one
-// that never agrees is dropped for plain decoding, and both outputs equal plain greedy.
+// A target whose every Forward advances a scripted clock by 1 ms + 0.1 ms per extra row, so the
+// adaptive policy sees a fixed cost curve instead of this machine's timing noise.
+class CostedTarget : public TargetModel {
+ public:
+  CostedTarget(TargetModel& inner, double& clock) : inner_(inner), clock_(clock) {}
+  void Forward(std::span<const int32_t> tokens, bool all_logits) override {
+    clock_ += 1.0 + 0.1 * (static_cast<double>(tokens.size()) - 1);
+    inner_.Forward(tokens, all_logits);
+  }
+  const float* Logits(int r) const override { return inner_.Logits(r); }
+  const float* Features(int r) const override { return inner_.Features(r); }
+  int kv_length() const override { return inner_.kv_length(); }
+  int kv_capacity() const override { return inner_.kv_capacity(); }
+  void Truncate(int length) override { inner_.Truncate(length); }
+  int max_rows() const override { return inner_.max_rows(); }
+  const DecoderConfig& config() const override { return inner_.config(); }
+  std::span<const int> capture_layers() const override { return inner_.capture_layers(); }
+  const WeightRef& embedding() const override { return inner_.embedding(); }
+  const WeightRef& lm_head() const override { return inner_.lm_head(); }
+  int64_t DecodeBytes(int ctx) const override { return inner_.DecodeBytes(ctx); }
+
+ private:
+  TargetModel& inner_;
+  double& clock_;
+};
+
+// A drafter whose Propose costs 0.5 ms on the scripted clock.
+class CostedDrafter : public Drafter {
+ public:
+  CostedDrafter(Drafter& inner, double& clock) : inner_(inner), clock_(clock) {}
+  int max_block() const override { return inner_.max_block(); }
+  int max_append() const override { return inner_.max_append(); }
+  void AppendContext(const float* features, int n, int pos) override { inner_.AppendContext(features, n, pos); }
+  void Propose(int32_t pending, int pos, int block) override {
+    clock_ += 0.5;
+    inner_.Propose(pending, pos, block);
+  }
+  const float* Logits(int j) const override { return inner_.Logits(j); }
+
+ private:
+  Drafter& inner_;
+  double& clock_;
+};
+
+// The adaptive policy changes speed only: a draft that always agrees keeps speculating over the
+// whole block, one that never agrees is dropped for plain decoding, and both outputs equal plain
+// greedy.
 TEST(Spec, AdaptivePolicyKeepsWinningDraftAndDropsLosingOne) {
   ThreadPool pool(2);
   auto rt = MakeRandomTarget(97, 32, 2, 5);
-  Qwen3Model target(rt->config, rt->weights.store, Options(0), pool);
+  Qwen3Model model(rt->config, rt->weights.store, Options(0), pool);
+  double clock = 0;
+  CostedTarget target(model, clock);
+  GenerateHooks hooks;
+  hooks.clock_ms = [&clock] { return clock; };
   const std::vector<int32_t> prompt = {5, 6, 7, 8};
   GenerateOptions g;
   g.max_new_tokens = 400;
   g.block_size = 1;
-  const GenerateResult ref = Generate(target, nullptr, prompt, g);
+  const GenerateResult ref = Generate(target, nullptr, prompt, g, hooks);
   g.block_size = 16;
   g.policy = SpecPolicy::kAdaptive;
 
   target.Truncate(0);
-  ScriptedDrafter good(ref.tokens, static_cast<int>(prompt.size()), 97, /*perfect=*/true);
-  const GenerateResult r_good = Generate(target, &good, prompt, g);
+  ScriptedDrafter good_inner(ref.tokens, static_cast<int>(prompt.size()), 97, /*perfect=*/true);
+  CostedDrafter good(good_inner, clock);
+  const GenerateResult r_good = Generate(target, &good, prompt, g, hooks);
   EXPECT_EQ(r_good.tokens, ref.tokens);
-  // 16 tokens per cycle against one per step: nearly every token comes from a cycle. (Timing
-  // noise on this loaded 2-core machine may cause a fallback or two; a 16 + 32 step back-off
-  // stays under a quarter of the 400 tokens.)
-  EXPECT_GT(r_good.stats.cycles, 0);
-  EXPECT_LE(r_good.stats.plain_steps, r_good.stats.completion_tokens / 4);
+  EXPECT_EQ(r_good.stats.fallbacks, 0);
+  EXPECT_LE(r_good.stats.plain_steps, 1 + r_good.stats.cycles / SpeculationController::kRefreshCycles);
+  // After the short first probe and two doublings every cycle verifies the whole block (the last
+  // one only what is left to generate).
+  EXPECT_GE(r_good.stats.verified_rows, 16 * (r_good.stats.cycles - 3) + 4 + 8);
 
   target.Truncate(0);
-  NoisyDrafter bad(97, 9);  // fixed random proposals: almost never the target's token
-  const GenerateResult r_bad = Generate(target, &bad, prompt, g);
+  NoisyDrafter bad_inner(97, 9);  // fixed random proposals: almost never the target's token
+  CostedDrafter bad(bad_inner, clock);
+  const GenerateResult r_bad = Generate(target, &bad, prompt, g, hooks);
   EXPECT_EQ(r_bad.tokens, ref.tokens);
   EXPECT_GE(r_bad.stats.fallbacks, 1);
-  EXPECT_GT(r_bad.stats.plain_steps, 4 * r_bad.stats.cycles);
+  EXPECT_GT(r_bad.stats.plain_steps, 20 * r_bad.stats.cycles);
+  // Verify passes cost at most a few percent of the plain steps' time.
+  EXPECT_LT(r_bad.stats.decode_ms, 1.05 * ref.stats.decode_ms);
 }
 
 TEST(Spec, StopTokenTruncatesInsideAcceptedBlock) {

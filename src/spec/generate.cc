@@ -9,9 +9,8 @@ namespace dflash {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double MsSince(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+double SteadyMs() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // Holds the models for one stretch of work (see StepScope).
@@ -53,11 +52,14 @@ class Decoder {
   GenerateResult Run(std::span<const int32_t> prompt);
 
  private:
+  double Now() const { return hooks_.clock_ms ? hooks_.clock_ms() : SteadyMs(); }
+  double MsSince(double t) const { return Now() - t; }
   int32_t Pick(const float* logits, float* probs_out);
   bool Commit(std::span<const int32_t> tokens);  // false when generation must end
   bool Prefill(std::span<const int32_t> prompt);  // false when cancelled
   std::span<const int32_t> PlainStep();           // both return the tokens they committed
-  std::span<const int32_t> SpeculativeCycle(int B);
+  // Drafts a block of B, verifies its first `rows` (the pending token and rows - 1 drafts).
+  std::span<const int32_t> SpeculativeCycle(int B, int rows);
 
   TargetModel& target_;
   Drafter* drafter_;
@@ -67,6 +69,7 @@ class Decoder {
   Sampler sampler_;
   GenerateResult result_;
   int32_t pending_ = -1;
+  double last_draft_ms_ = 0, last_verify_ms_ = 0;  // the latest cycle's, for the policy
   std::vector<int32_t> drafted_;      // [B+1] block: pending + drafted tokens, then the next
   std::vector<float> target_probs_;   // [B][V]
   std::vector<float> draft_probs_;    // [B][V]
@@ -132,37 +135,40 @@ std::span<const int32_t> Decoder::PlainStep() {
   return {&pending_, 1};
 }
 
-std::span<const int32_t> Decoder::SpeculativeCycle(int B) {
+std::span<const int32_t> Decoder::SpeculativeCycle(int B, int rows) {
   GenerateStats& st = result_.stats;
   const int pos = target_.kv_length();
   const bool greedy = sampler_.params().greedy();
 
-  auto t0 = Clock::now();
+  const double t0 = Now();
   drafter_->Propose(pending_, pos, B);
   drafted_[0] = pending_;
-  for (int j = 0; j < B - 1; ++j) {
+  for (int j = 0; j < rows - 1; ++j) {
     drafted_[j + 1] = Pick(drafter_->Logits(j), greedy ? nullptr : draft_probs_.data() + static_cast<size_t>(j) * vocab_);
   }
-  st.draft_ms += MsSince(t0);
+  last_draft_ms_ = MsSince(t0);
 
-  auto t1 = Clock::now();
-  target_.Forward({drafted_.data(), static_cast<size_t>(B)}, /*all_logits=*/true);
+  const double t1 = Now();
+  target_.Forward({drafted_.data(), static_cast<size_t>(rows)}, /*all_logits=*/true);
   int accepted = 0;
   int32_t next = -1;
   if (greedy) {
-    while (accepted < B - 1 && drafted_[accepted + 1] == Sampler::Argmax(target_.Logits(accepted), vocab_)) ++accepted;
+    while (accepted < rows - 1 && drafted_[accepted + 1] == Sampler::Argmax(target_.Logits(accepted), vocab_)) ++accepted;
     next = Sampler::Argmax(target_.Logits(accepted), vocab_);
   } else {
-    for (int r = 0; r < B; ++r) sampler_.Probabilities(target_.Logits(r), target_probs_.data() + static_cast<size_t>(r) * vocab_);
-    accepted = sampler_.AcceptSampled(drafted_.data() + 1, B - 1, target_probs_.data(), draft_probs_.data(), &next);
+    for (int r = 0; r < rows; ++r) sampler_.Probabilities(target_.Logits(r), target_probs_.data() + static_cast<size_t>(r) * vocab_);
+    accepted = sampler_.AcceptSampled(drafted_.data() + 1, rows - 1, target_probs_.data(), draft_probs_.data(), &next);
   }
   // Keep the KV of the pending token and the accepted drafts; the rest was speculative.
   target_.Truncate(pos + accepted + 1);
   drafter_->AppendContext(target_.Features(0), accepted + 1, pos);
-  st.verify_ms += MsSince(t1);
+  last_verify_ms_ = MsSince(t1);
 
+  st.draft_ms += last_draft_ms_;
+  st.verify_ms += last_verify_ms_;
   st.cycles++;
-  st.drafted += B - 1;
+  st.verified_rows += rows;
+  st.drafted += rows - 1;
   st.accepted += accepted;
   st.accept_hist[accepted + 1]++;
   drafted_[accepted + 1] = next;
@@ -189,7 +195,7 @@ GenerateResult Decoder::Run(std::span<const int32_t> prompt) {
   }
   st.prompt_tokens = n;
 
-  const auto start = Clock::now();
+  const double start = Now();
   const bool prefilled = Prefill(prompt);
   st.prefill_ms = MsSince(start);
   if (!prefilled) {
@@ -197,10 +203,10 @@ GenerateResult Decoder::Run(std::span<const int32_t> prompt) {
     return std::move(result_);
   }
   st.ttft_ms = MsSince(start);
-  const auto decode_start = Clock::now();
+  const double decode_start = Now();
   bool running = Commit({&pending_, 1});
   const bool speculate = drafter_ && opt_.block_size > 1;
-  SpeculationController policy(opt_.policy);
+  SpeculationController policy(opt_.policy, opt_.block_size);
   while (running) {
     std::span<const int32_t> committed;
     {
@@ -212,10 +218,11 @@ GenerateResult Decoder::Run(std::span<const int32_t> prompt) {
         break;
       }
       const int B = std::min({opt_.block_size, remaining, room});
-      const auto step_start = Clock::now();
-      if (speculate && B > 1 && policy.Speculate()) {
-        committed = SpeculativeCycle(B);
-        policy.OnCycle(MsSince(step_start), static_cast<int>(committed.size()));
+      const int rows = speculate ? std::min(policy.NextRows(), B) : 1;
+      const double step_start = Now();
+      if (rows > 1) {
+        committed = SpeculativeCycle(B, rows);
+        policy.OnCycle(last_draft_ms_, last_verify_ms_, rows, static_cast<int>(committed.size()) - 1);
       } else {
         committed = PlainStep();
         if (speculate) {

@@ -19,7 +19,7 @@ struct GenerateOptions {
   int max_new_tokens = 128;
   std::vector<int32_t> stop_tokens;  // generation ends after emitting one of these
   bool ignore_stop = false;          // --no-eos: always generate max_new_tokens
-  int block_size = 16;               // tokens verified per cycle (1 = plain decoding)
+  int block_size = 16;               // tokens drafted per cycle, the most verified (1 = plain decoding)
   SpecPolicy policy = SpecPolicy::kAdaptive;  // when a draft is given: speculate always, or while it wins
   SamplingParams sampling;
 };
@@ -29,6 +29,7 @@ struct GenerateStats {
   int cached_tokens = 0;    // prompt tokens whose KV was already present (prefix reuse)
   int completion_tokens = 0;
   int cycles = 0;           // DFlash verify passes
+  int verified_rows = 0;    // rows those passes verified (the policy may verify less than a block)
   int drafted = 0;          // drafted tokens offered to verification
   int accepted = 0;         // drafted tokens accepted
   int plain_steps = 0;      // decode steps run plainly although a draft was given (policy)
@@ -68,6 +69,9 @@ struct GenerateHooks {
   TokenSink sink;
   PrefillProgress progress;
   StepScope* scope = nullptr;  // null: the caller owns the models outright
+  // Milliseconds on some clock, for the timings and the adaptive policy (null: steady_clock).
+  // Tests drive the policy with a scripted cost model through it.
+  std::function<double()> clock_ms;
 };
 
 // Generates after `prompt`. The target's KV cache may already hold a prefix of the prompt

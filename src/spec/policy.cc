@@ -1,6 +1,7 @@
 #include "spec/policy.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -13,6 +14,20 @@ constexpr double kAlpha = 0.3;
 // A time sample counts at most this multiple of the current average: a thread descheduled
 // for a few ms must not read as a regime change (a real one still shows within a few samples).
 constexpr double kMaxJump = 3.0;
+// Per-depth acceptance counts decay by this factor every cycle (a window of a few cycles: loops
+// start and end quickly; a depth no recent verify reached drifts back to the prior), and start
+// from a weak prior of one half.
+constexpr double kDecay = 0.85;
+constexpr double kPriorReached = 0.2, kPriorAccepted = 0.1;
+// A verify whose drafts were all accepted lengthens the next one unless the next depth was seen
+// within the last few cycles (its count still above this).
+constexpr double kSeenRecently = 0.25;
+// Probing may cost at most this fraction of the plain steps between probes.
+constexpr double kProbeBudget = 0.05;
+// A cycle whose best verify length commits under this fraction of what plain steps would in the
+// same time ends speculation without waiting for a second loss.
+constexpr double kClearLoss = 0.5;
+
 double Blend(double avg, double sample) { return avg < 0 ? sample : avg + kAlpha * (sample - avg); }
 double BlendTime(double avg, double ms) { return Blend(avg, avg < 0 ? ms : std::min(ms, kMaxJump * avg)); }
 }  // namespace
@@ -25,10 +40,44 @@ SpecPolicy ParseSpecPolicy(std::string_view name) {
 
 std::string_view SpecPolicyName(SpecPolicy p) { return p == SpecPolicy::kAlways ? "always" : "adaptive"; }
 
-bool SpeculationController::Speculate() const {
-  if (policy_ == SpecPolicy::kAlways) return true;
+SpeculationController::SpeculationController(SpecPolicy policy, int block)
+    : policy_(policy), block_(std::max(1, block)), next_rows_(std::min(kProbeRows, std::max(1, block))) {
+  ResetAcceptance();
+}
+
+void SpeculationController::ResetAcceptance() {
+  reached_.assign(block_, 0.0);
+  accepted_.assign(block_, 0.0);
+}
+
+double SpeculationController::ExpectedTokens(int rows) const {
+  double expected = 1.0, all_accepted = 1.0;  // the target's own token always commits
+  for (int d = 1; d < std::min(rows, block_); ++d) {
+    all_accepted *= (accepted_[d] + kPriorAccepted) / (reached_[d] + kPriorReached);
+    expected += all_accepted;
+  }
+  return expected;
+}
+
+double SpeculationController::Rate(int rows) const {
+  const double verify_ms = step_ms_ * (1.0 + std::max(slope_, 0.0) * (rows - 1));
+  return ExpectedTokens(rows) / (std::max(draft_ms_, 0.0) + verify_ms);
+}
+
+int SpeculationController::BestRows() const {
+  int best = 2;
+  for (int rows = 3; rows <= block_; ++rows) {
+    if (Rate(rows) > Rate(best)) best = rows;
+  }
+  return best;
+}
+
+int SpeculationController::NextRows() const {
+  if (block_ < 2) return 1;
+  if (policy_ == SpecPolicy::kAlways) return block_;
   // One plain step first: without its cost there is nothing to compare a cycle with.
-  return step_ms_ >= 0 && plain_left_ == 0 && cycles_since_step_ < kRefreshCycles;
+  if (step_ms_ < 0 || plain_left_ > 0 || cycles_since_step_ >= kRefreshCycles) return 1;
+  return next_rows_ > 0 ? next_rows_ : BestRows();
 }
 
 void SpeculationController::OnPlainStep(double ms) {
@@ -37,30 +86,48 @@ void SpeculationController::OnPlainStep(double ms) {
   if (plain_left_ > 0) --plain_left_;
 }
 
-void SpeculationController::OnCycle(double ms, int tokens_committed) {
-  ++cycles_since_step_;
-  if (fresh_) {
-    cycle_ms_ = ms;
-    tau_ = tokens_committed;
-    fresh_ = false;
-  } else {
-    cycle_ms_ = BlendTime(cycle_ms_, ms);
-    tau_ = Blend(tau_, tokens_committed);
+void SpeculationController::OnCycle(double draft_ms, double verify_ms, int rows, int accepted) {
+  if (rows < 2 || rows > block_ || accepted < 0 || accepted > rows - 1) {
+    Fail("internal: cycle of ", rows, " rows with ", accepted, " accepted drafts (block ", block_, ")");
   }
-  if (policy_ == SpecPolicy::kAlways) return;
-  // tokens per ms speculating vs plain, i.e. tau / t_cycle vs 1 / t_step.
-  if (tau_ * step_ms_ >= cycle_ms_) {
+  ++cycles_since_step_;
+  if (fresh_) draft_ms_ = slope_ = tau_ = -1;  // a probe measures the present, not the stretch that lost
+  fresh_ = false;
+  draft_ms_ = BlendTime(draft_ms_, draft_ms);
+  if (step_ms_ > 0) slope_ = Blend(slope_, std::clamp((verify_ms / step_ms_ - 1.0) / (rows - 1), 0.0, 4.0));
+  tau_ = Blend(tau_, accepted + 1);
+  for (int d = 1; d < block_; ++d) {
+    reached_[d] *= kDecay;
+    accepted_[d] *= kDecay;
+  }
+  for (int d = 1; d <= std::min(accepted + 1, rows - 1); ++d) {
+    reached_[d] += 1.0;
+    accepted_[d] += d <= accepted ? 1.0 : 0.0;
+  }
+  // Every verified draft accepted: the draft may agree further than this verify could show.
+  const bool unexplored = rows < block_ && reached_[rows] < kSeenRecently;
+  next_rows_ = accepted == rows - 1 && unexplored ? std::min(block_, 2 * rows) : 0;
+  if (policy_ == SpecPolicy::kAlways || step_ms_ <= 0) return;
+
+  const double vs_plain = Rate(BestRows()) * step_ms_;  // tokens per ms, relative to plain steps
+  if (vs_plain >= 1.0) {
     losses_ = 0;
     backoff_ = kMinBackoff;
     probing_ = false;
     return;
   }
-  if (++losses_ < (probing_ ? kProbeCycles : kLossesToFallBack)) return;
+  if (++losses_ < (probing_ || vs_plain < kClearLoss ? 1 : kLossesToFallBack)) return;
   ++fallbacks_;
   probing_ = true;
   losses_ = 0;
-  plain_left_ = backoff_;
+  // Wait long enough that the next probe costs at most kProbeBudget of the time until it.
+  const int probe_rows = std::min(kProbeRows, block_);
+  const double probe_steps = ExpectedTokens(probe_rows) / (Rate(probe_rows) * step_ms_);
+  plain_left_ = std::max(backoff_, static_cast<int>(std::ceil(probe_steps / kProbeBudget)));
+  plain_left_ = std::min(plain_left_, kMaxBackoff);
   backoff_ = std::min(2 * backoff_, kMaxBackoff);
+  next_rows_ = probe_rows;
+  ResetAcceptance();
   fresh_ = true;
 }
 

@@ -1,20 +1,25 @@
-// When to speculate. A DFlash cycle pays only when the tokens it commits outweigh what it
-// costs over a plain step: speculate while tau / t_cycle >= 1 / t_step. On long prompts,
-// small machines or text the draft does not know, that fails (the 16-row verify over a long
-// KV costs several decode steps and acceptance drops), and a runtime that keeps speculating
-// is slower than plain decoding. The controller measures both costs as the sequence runs,
-// falls back to plain decoding while DFlash loses, and probes again after a back-off that
-// doubles each time a probe loses. Output never depends on these choices: both paths are
-// lossless, so only speed does.
+// When to speculate, and how far. A DFlash cycle drafts a whole block in one pass, but the
+// target need not verify all of it: verifying the pending token and the first rows-1 drafts
+// is just as lossless, and on a CPU a verify's cost grows with its rows (a 16-row verify over
+// a long KV costs several decode steps). So each cycle picks the verify length that commits the
+// most tokens per millisecond,
+//   rows* = argmax_k E[tokens | k] / (t_draft + t_verify(k)),
+// and decodes plainly instead while even that loses to 1 / t_step. Everything is measured as
+// the sequence runs: t_step from plain steps, t_draft and the per-row slope of t_verify from
+// cycles, and the draft's acceptance rate at each depth from what the target accepted. While
+// DFlash loses the controller backs off (doubling) and probes again with a short, cheap verify;
+// a verify whose every draft was accepted lengthens the next one. Output never depends on these
+// choices: every path is lossless, so only speed does.
 #pragma once
 
 #include <string_view>
+#include <vector>
 
 namespace dflash {
 
 enum class SpecPolicy {
-  kAlways,    // every step is a DFlash cycle (benchmarks of raw DFlash, tests)
-  kAdaptive,  // speculate only while it is measured to win
+  kAlways,    // every step verifies the whole block (benchmarks of raw DFlash, tests)
+  kAdaptive,  // verify the length measured to pay best; decode plainly while none pays
 };
 
 SpecPolicy ParseSpecPolicy(std::string_view name);  // "always" | "adaptive"
@@ -22,38 +27,53 @@ std::string_view SpecPolicyName(SpecPolicy p);
 
 class SpeculationController {
  public:
-  explicit SpeculationController(SpecPolicy policy) : policy_(policy) {}
+  // block: the draft's block size B (a cycle verifies 2..B rows).
+  SpeculationController(SpecPolicy policy, int block);
 
-  // Whether the next step should be a DFlash cycle.
-  bool Speculate() const;
+  // Rows the next step should verify: 1 for a plain step, else 2..block (the pending token and
+  // rows - 1 drafts). Callers clamp it to what is left to generate.
+  int NextRows() const;
   void OnPlainStep(double ms);
-  void OnCycle(double ms, int tokens_committed);
+  // A cycle that verified `rows` rows of which the first `accepted` drafts were accepted.
+  void OnCycle(double draft_ms, double verify_ms, int rows, int accepted);
 
   int fallbacks() const { return fallbacks_; }
-  double tau() const { return tau_; }
+  double tau() const { return tau_; }  // moving average of tokens committed per cycle
+  // The expected tokens a cycle verifying `rows` rows commits, from the acceptance estimates.
+  double ExpectedTokens(int rows) const;
 
-  // Back-off bounds in plain steps; consecutive losing cycles before falling back, the first
-  // time and after a back-off. A probe after a back-off is a single cycle: on a CPU one cycle
-  // can cost several plain steps, and one is enough to see whether the draft agrees again.
+  // Back-off bounds in plain steps; consecutive losing cycles before falling back.
   static constexpr int kMinBackoff = 16;
   static constexpr int kMaxBackoff = 1024;
   static constexpr int kLossesToFallBack = 2;
-  static constexpr int kProbeCycles = 1;
+  // Rows of the first cycle and of a probe after a back-off: enough drafts to see whether the
+  // draft agrees, at a fraction of a full verify's cost.
+  static constexpr int kProbeRows = 4;
   // While DFlash wins, one plain step every this many cycles keeps t_step current (it grows
   // with the KV) and keeps one noisy early sample from deciding the whole sequence.
   static constexpr int kRefreshCycles = 64;
 
  private:
+  double Rate(int rows) const;  // estimated tokens per ms verifying `rows` rows
+  int BestRows() const;
+  void ResetAcceptance();
+
   SpecPolicy policy_;
+  int block_;
   double step_ms_ = -1;   // moving average of a plain step (-1: not measured yet)
-  double cycle_ms_ = -1;  // moving average of a cycle, draft + verify
-  double tau_ = -1;       // moving average of tokens committed per cycle
-  int plain_left_ = 0;    // plain steps before the next probe
-  int losses_ = 0;        // consecutive cycles judged losing
+  double draft_ms_ = -1;  // moving average of a draft pass
+  double slope_ = -1;     // moving average of (t_verify / t_step - 1) / (rows - 1)
+  double tau_ = -1;
+  // Decayed counts, per draft depth d = 1..block-1, of cycles that verified draft d with drafts
+  // 1..d-1 accepted (reached) and of those that accepted it too.
+  std::vector<double> reached_, accepted_;
+  int next_rows_;          // a verify length forced by a probe or a full acceptance (0: none)
+  int plain_left_ = 0;     // plain steps before the next probe
+  int losses_ = 0;         // consecutive cycles judged losing
   int backoff_ = kMinBackoff;
   int cycles_since_step_ = 0;
-  bool fresh_ = true;     // next cycle starts a new probe: overwrite, do not blend
-  bool probing_ = false;  // speculating again after a back-off, not yet seen winning
+  bool probing_ = false;   // speculating again after a back-off, not yet seen winning
+  bool fresh_ = false;     // the next cycle is a probe: overwrite the cycle averages, do not blend
   int fallbacks_ = 0;
 };
 

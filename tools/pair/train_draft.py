@@ -105,6 +105,9 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--heldout-seqs", type=int, default=64, help="generated sequences kept out of training")
+    ap.add_argument("--greedy-only", action="store_true",
+                    help="train and evaluate on the greedy continuations only (the data's `sampled` flag): "
+                         "greedy tau is what the draft is judged on")
     ap.add_argument("--eval-every", type=int, default=200)
     ap.add_argument("--ckpt-min", type=float, default=4.0)
     ap.add_argument("--threads", type=int, default=2)
@@ -123,6 +126,9 @@ def main():
     params = sum(p.numel() for p in draft.parameters())
     data = np.load(a.data)
     tokens, prompt_len = torch.from_numpy(data["tokens"].astype(np.int64)), data["prompt_len"]
+    if a.greedy_only:
+        keep = ~data["sampled"]
+        tokens, prompt_len = tokens[torch.from_numpy(keep)], prompt_len[keep]
     order = np.random.default_rng(a.seed + 1).permutation(len(tokens))
     held, train = order[:a.heldout_seqs], order[a.heldout_seqs:]
     log(f"draft: {a.layers} layers, {params / 1e6:.2f}M params, target_layer_ids {a.target_layer_ids}; "
@@ -189,7 +195,7 @@ def main():
     draft.to(torch.bfloat16).save_pretrained(a.out)
     with open(os.path.join(WORK, f"{a.run_name}_summary.json"), "w") as f:
         json.dump({"params": params, "init": a.init, "data": a.data, "sequences": len(tokens), "steps": a.steps,
-                   "lr": a.lr, "batch": a.batch, "anchors": a.anchors,
+                   "greedy_only": a.greedy_only, "lr": a.lr, "batch": a.batch, "anchors": a.anchors,
                    "target_layer_ids": a.target_layer_ids, "history": history}, f, indent=2)
     log(f"saved {a.out}")
 
