@@ -18,7 +18,7 @@
 // block once (the decode shape, one row, is bound by memory either way). Other targets run a
 // portable scalar-integer path.
 //
-// AMX (ops/amx.h): with two or more rows, Q8_0 and Q4_K use int8 tile dot products instead,
+// AMX (ops/amx.h): with 8 or more rows, Q8_0 and Q4_K use int8 tile dot products instead,
 // which do a 16-column x 16-row x 32-element block in one instruction; each output element
 // still gets exactly Step()'s f32 operations, so the two paths agree bit for bit.
 
@@ -54,8 +54,10 @@ inline int CodeOffset(DType t) {
   }
 }
 
-// Formats with a tile kernel.
+// Formats with a tile kernel, and the fewest rows for which it beats VNNI: a tile step costs
+// the same for 1 or 16 rows (bench/matmul_bench.cc: about even at 8 rows, 1.5x faster at 16).
 inline bool HasAmxKernel(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_K; }
+constexpr int64_t kAmxMinRows = 8;
 }  // namespace dflash::ops
 #endif
 
@@ -574,7 +576,9 @@ class Q8_0Amx {
   Q8_0Amx(const ColumnGroup& g, int64_t row_bytes) : g_(g), row_bytes_(row_bytes) {}
   HWY_INLINE void Prepare(int64_t s, TileStepData& st) const {
     const int64_t off = s * kQ8_0Bytes;
-    for (int c = 0; c < kQCols; ++c) _mm_prefetch(reinterpret_cast<const char*>(g_.row[c] + off + 8 * kQ8_0Bytes), _MM_HINT_T0);
+    if (s % 2 == 0) {  // a line of every row holds about two blocks; fetch eight blocks ahead
+      for (int c = 0; c < kQCols; ++c) _mm_prefetch(reinterpret_cast<const char*>(g_.row[c] + off + 8 * kQ8_0Bytes), _MM_HINT_T0);
+    }
     _mm512_store_ps(st.wscale, F16Lanes(GatherDword(g_, off)));
     if (g_.count == kQCols) {  // the 16 rows are row_bytes apart: A straight from the weights
       st.a = g_.row[0] + off + 2;
@@ -733,7 +737,7 @@ void MatMulQuantized(const float* x, int64_t M, const WeightRef& w, const float*
   }
   // One quantised copy of x per calling thread, reused so decode allocates nothing.
   thread_local QuantizedRows xq;
-  const bool amx = M >= 2 && HasAmxKernel(w.dtype) && AmxActive();
+  const bool amx = M >= kAmxMinRows && HasAmxKernel(w.dtype) && AmxActive();
   HWY_DYNAMIC_DISPATCH(MatMulQuantImpl)(x, M, w, bias, y, amx, xq, pool);
 }
 }  // namespace dflash::ops
