@@ -89,8 +89,9 @@ void QuantizeActivations(const float* x, int64_t M, int64_t K, int offset, Quant
   out.block_sum.assign(M * kp / 32, 0.0f);
   const hn::CappedTag<float, 16> df;
   const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<int8_t, decltype(df)> d8;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  HWY_ALIGN int32_t q[32];
+  const auto lo = hn::Set(di, -127), hi = hn::Set(di, 127);
   for (int64_t r = 0; r < M; ++r) {
     for (int64_t b = 0; b < K / 32; ++b) {
       const float* xb = x + r * K + 32 * b;
@@ -103,18 +104,16 @@ void QuantizeActivations(const float* x, int64_t M, int64_t K, int offset, Quant
       const float d = hn::GetLane(hn::MaxOfLanes(df, amax)) / 127.0f;
       const float id = d == 0.0f ? 0.0f : 1.0f / d;
       const auto vid = hn::Set(df, id);
-      for (int64_t j = 0; j < 32; j += N) {
-        hn::Store(hn::NearestInt(hn::Mul(hn::LoadU(df, xb + j), vid)), di, q + j);
-      }
       int8_t* codes = out.codes.data() + r * kp + 32 * b;
-      for (int j = 0; j < 32; ++j) codes[j] = static_cast<int8_t>(std::clamp(q[j], -127, 127));
+      int32_t code_sum[2] = {0, 0};  // per 16 codes; N divides 16
+      for (int64_t j = 0; j < 32; j += N) {
+        const auto q = hn::Min(hn::Max(hn::NearestInt(hn::Mul(hn::LoadU(df, xb + j), vid)), lo), hi);
+        hn::StoreU(hn::DemoteTo(d8, q), d8, codes + j);
+        code_sum[j / 16] += hn::GetLane(hn::SumOfLanes(di, q));
+      }
       out.block_scale[r * kp / 32 + b] = d;
       out.block_sum[r * kp / 32 + b] = hn::GetLane(hn::SumOfLanes(df, sum));
-      for (int h = 0; h < 2; ++h) {
-        int32_t code_sum = 0;
-        for (int j = 0; j < 16; ++j) code_sum += codes[16 * h + j];
-        out.init16[r * kp / 16 + 2 * b + h] = -offset * code_sum;
-      }
+      for (int h = 0; h < 2; ++h) out.init16[r * kp / 16 + 2 * b + h] = -offset * code_sum[h];
     }
   }
 }
