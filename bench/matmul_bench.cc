@@ -93,7 +93,7 @@ const bool kRegistered = [] {
         const std::string name = "MatMul/" + std::string(DTypeName(t)) + (bf16_dot ? "dot" : "") + "/" +
                                  std::to_string(s.rows) + "x" + std::to_string(s.cols);
         benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, t, s, bf16_dot)
-            ->Arg(1)->Arg(4)->Arg(16)->UseRealTime()->Unit(benchmark::kMicrosecond);
+            ->Arg(1)->Arg(4)->Arg(8)->Arg(16)->UseRealTime()->Unit(benchmark::kMicrosecond);
       }
     }
   }

@@ -14,6 +14,7 @@
 #include "hwy/targets.h"
 #include "io/json_file.h"
 #include "io/quantize_store.h"
+#include "ops/amx.h"
 #include "ops/ops.h"
 #include "ops/quant_blocks.h"
 
@@ -162,6 +163,13 @@ struct TargetScope {
   ~TargetScope() { hwy::SetSupportedTargetsForTest(0); }
 };
 
+// Allows or forbids the AMX tile path for the scope (both paths must give the same bits).
+struct AmxScope {
+  explicit AmxScope(bool allowed) : before(ops::AmxAllowed()) { ops::SetAmxAllowed(allowed); }
+  ~AmxScope() { ops::SetAmxAllowed(before); }
+  bool before;
+};
+
 class QuantMatMulTest : public ::testing::TestWithParam<DType> {};
 
 // Error bound: W is exact (DequantizeRow), x is rounded per 32-block to d_b * q with
@@ -185,9 +193,11 @@ TEST_P(QuantMatMulTest, WithinActivationRoundingBoundAndBatchInvariant) {
       for (float& v : x) v = dist(rng);
       for (int i = 0; i < K; i += 97) x[i] *= 30.0f;  // outliers: coarse blocks
       for (float& v : bias) v = dist(rng);
-      for (int64_t target : Targets()) {
+      for (int64_t target : Targets()) for (bool amx : {true, false}) {
+        if (amx && !ops::AmxSupported()) continue;
         TargetScope scope(target);
-        const char* tname = hwy::TargetName(target);
+        AmxScope amx_scope(amx);
+        const std::string tname = std::string(hwy::TargetName(target)) + (amx ? "+AMX" : "");
         std::vector<float> y_all(M * N);
         ops::MatMul(x.data(), M, w, bias.data(), y_all.data(), pool);
         for (int64_t m = 0; m < M; ++m) {
@@ -222,6 +232,51 @@ TEST_P(QuantMatMulTest, WithinActivationRoundingBoundAndBatchInvariant) {
       }
     }
   }
+}
+
+// The tile path against the VNNI one, bit for bit, for every row count up to two tiles and a
+// tail, column counts that end in a partial group, and several blocks; rows of an M-row call
+// also match the same rows computed one at a time (batch invariance on the tile path).
+TEST_P(QuantMatMulTest, AmxPathMatchesVnniBitForBit) {
+  if (!ops::AmxSupported()) GTEST_SKIP() << "this CPU or kernel has no AMX-INT8 tiles";
+  const DType t = GetParam();
+  ThreadPool pool(2);
+  const int64_t K = 4 * BlockElems(t) + (BlockElems(t) == 32 ? 32 : 0);  // Q8_0: 5 blocks
+  for (int64_t N : {16, 37}) {
+    const std::vector<uint8_t> bytes = RandomBlocks(t, N, K, static_cast<uint32_t>(N));
+    const WeightRef w{bytes.data(), t, N, K, RowBytes(t, K)};
+    const int64_t max_m = 33;
+    std::mt19937 rng(static_cast<uint32_t>(K));
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<float> x(max_m * K);
+    for (float& v : x) v = dist(rng);
+    std::vector<float> single(max_m * N);
+    {
+      AmxScope off(false);
+      for (int64_t m = 0; m < max_m; ++m) ops::MatMul(x.data() + m * K, 1, w, nullptr, single.data() + m * N, pool);
+    }
+    for (int64_t M = 1; M <= max_m; ++M) {
+      std::vector<float> vnni(M * N), tiles(M * N);
+      {
+        AmxScope off(false);
+        ops::MatMul(x.data(), M, w, nullptr, vnni.data(), pool);
+      }
+      ops::MatMul(x.data(), M, w, nullptr, tiles.data(), pool);
+      for (int64_t i = 0; i < M * N; ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(tiles[i]), std::bit_cast<uint32_t>(vnni[i]))
+            << DTypeName(t) << " N=" << N << " M=" << M << " row " << i / N << " col " << i % N;
+        ASSERT_EQ(std::bit_cast<uint32_t>(tiles[i]), std::bit_cast<uint32_t>(single[i]))
+            << DTypeName(t) << " N=" << N << " M=" << M << " row " << i / N << " col " << i % N << " vs M=1";
+      }
+    }
+  }
+}
+
+TEST(QuantMatMul, AmxSwitchTurnsTheTilePathOff) {
+  AmxScope off(false);
+  EXPECT_FALSE(ops::AmxActive());
+  ops::SetAmxAllowed(true);
+  EXPECT_EQ(ops::AmxActive(), ops::AmxSupported());
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, QuantMatMulTest,

@@ -17,6 +17,10 @@
 // registers for up to 16 activation rows, so a 16-row verify reads and unpacks each weight
 // block once (the decode shape, one row, is bound by memory either way). Other targets run a
 // portable scalar-integer path.
+//
+// AMX (ops/amx.h): with 8 or more rows, Q8_0 and Q4_K use int8 tile dot products instead,
+// which do a 16-column x 16-row x 32-element block in one instruction; each output element
+// still gets exactly Step()'s f32 operations, so the two paths agree bit for bit.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/matmul_quant.cc"
@@ -30,6 +34,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "ops/amx.h"
 #include "ops/column_tasks.h"
 #include "ops/matmul_quant.h"
 #include "ops/quant_activations.h"
@@ -48,15 +53,20 @@ inline int CodeOffset(DType t) {
     default: return 0;  // Q4_K: unsigned codes, its mins are applied separately
   }
 }
+
+// Formats with a tile kernel, and the fewest rows for which it beats VNNI: a tile step costs
+// the same for 1 or 16 rows (bench/matmul_bench.cc: about even at 8 rows, 1.5x faster at 16).
+inline bool HasAmxKernel(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_K; }
+constexpr int64_t kAmxMinRows = 8;
 }  // namespace dflash::ops
 #endif
 
 HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL
 #if HWY_COMPILER_CLANG
-#pragma clang attribute push(__attribute__((target("avx512vnni"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx512vnni,amx-tile,amx-int8"))), apply_to = function)
 #else
-#pragma GCC target("avx512vnni")
+#pragma GCC target("avx512vnni,amx-tile,amx-int8")
 #endif
 #endif
 namespace dflash::ops::HWY_NAMESPACE {
@@ -70,6 +80,7 @@ void QuantizeActivations(const float* x, int64_t M, int64_t K, int offset, Quant
   out.rows = M;
   out.k = K;
   out.k_pad = (K + 63) / 64 * 64;
+  out.tiles = 0;
   const int64_t kp = out.k_pad;
   // assign() rather than resize(): the padding must be zero whatever an earlier call left.
   out.codes.assign(M * kp, 0);
@@ -78,8 +89,9 @@ void QuantizeActivations(const float* x, int64_t M, int64_t K, int offset, Quant
   out.block_sum.assign(M * kp / 32, 0.0f);
   const hn::CappedTag<float, 16> df;
   const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<int8_t, decltype(df)> d8;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  HWY_ALIGN int32_t q[32];
+  const auto lo = hn::Set(di, -127), hi = hn::Set(di, 127);
   for (int64_t r = 0; r < M; ++r) {
     for (int64_t b = 0; b < K / 32; ++b) {
       const float* xb = x + r * K + 32 * b;
@@ -92,18 +104,16 @@ void QuantizeActivations(const float* x, int64_t M, int64_t K, int offset, Quant
       const float d = hn::GetLane(hn::MaxOfLanes(df, amax)) / 127.0f;
       const float id = d == 0.0f ? 0.0f : 1.0f / d;
       const auto vid = hn::Set(df, id);
-      for (int64_t j = 0; j < 32; j += N) {
-        hn::Store(hn::NearestInt(hn::Mul(hn::LoadU(df, xb + j), vid)), di, q + j);
-      }
       int8_t* codes = out.codes.data() + r * kp + 32 * b;
-      for (int j = 0; j < 32; ++j) codes[j] = static_cast<int8_t>(std::clamp(q[j], -127, 127));
+      int32_t code_sum[2] = {0, 0};  // per 16 codes; N divides 16
+      for (int64_t j = 0; j < 32; j += N) {
+        const auto q = hn::Min(hn::Max(hn::NearestInt(hn::Mul(hn::LoadU(df, xb + j), vid)), lo), hi);
+        hn::StoreU(hn::DemoteTo(d8, q), d8, codes + j);
+        code_sum[j / 16] += hn::GetLane(hn::SumOfLanes(di, q));
+      }
       out.block_scale[r * kp / 32 + b] = d;
       out.block_sum[r * kp / 32 + b] = hn::GetLane(hn::SumOfLanes(df, sum));
-      for (int h = 0; h < 2; ++h) {
-        int32_t code_sum = 0;
-        for (int j = 0; j < 16; ++j) code_sum += codes[16 * h + j];
-        out.init16[r * kp / 16 + 2 * b + h] = -offset * code_sum;
-      }
+      for (int h = 0; h < 2; ++h) out.init16[r * kp / 16 + 2 * b + h] = -offset * code_sum[h];
     }
   }
 }
@@ -320,25 +330,44 @@ struct Q4_0Format {
   }
 };
 
+// Q4_K's per-column scales of one super-block: sub-block j's weight scale d * sc_j and min
+// dmin * m_j, each one f32 product, in every path.
+struct Q4KScales {
+  __m512 d, dmin;
+  // The 12 packed scale bytes as words w0..w2 (see Q4KScaleMin): bytes j of sc_lo / m_lo
+  // are sub-blocks j < 4, bytes of sc_hi / m_hi sub-blocks 4 + j.
+  __m512i sc_lo, m_lo, sc_hi, m_hi;
+
+  HWY_INLINE Q4KScales(const ColumnGroup& g, int64_t off) {
+    const __m512i dd = GatherDword(g, off);
+    d = F16Lanes(dd);
+    dmin = F16Lanes<true>(dd);
+    const __m512i w0 = GatherDword(g, off + kQ4_KScales), w1 = GatherDword(g, off + kQ4_KScales + 4);
+    const __m512i w2 = GatherDword(g, off + kQ4_KScales + 8);
+    const __m512i six = _mm512_set1_epi8(63), low4 = Nibbles(), top2 = _mm512_set1_epi8(3);
+    sc_lo = _mm512_and_si512(w0, six);
+    m_lo = _mm512_and_si512(w1, six);
+    sc_hi = _mm512_or_si512(_mm512_and_si512(w2, low4),
+                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, 6), top2), 4));
+    m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 4), low4),
+                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w1, 6), top2), 4));
+  }
+  HWY_INLINE __m512 Scale(int j) const { return _mm512_mul_ps(d, SubBlockByte(j < 4 ? sc_lo : sc_hi, j)); }
+  HWY_INLINE __m512 Min(int j) const { return _mm512_mul_ps(dmin, SubBlockByte(j < 4 ? m_lo : m_hi, j)); }
+
+ private:
+  static HWY_INLINE __m512 SubBlockByte(__m512i v, int j) {
+    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 8 * (j % 4)), _mm512_set1_epi32(0xFF)));
+  }
+};
+
 struct Q4_KFormat {
   static constexpr int64_t kElems = 256;
   template <int R>
   static HWY_INLINE void Block(const ColumnGroup& g, int64_t b, const QuantizedRows& xq, int64_t m,
                                __m512 (&acc)[R]) {
     const int64_t off = b * kQ4_KBytes;
-    const __m512i dd = GatherDword(g, off);
-    const __m512 d = F16Lanes(dd), dmin = F16Lanes<true>(dd);
-    // The 12 packed scale bytes as words w0..w2 (see Q4KScaleMin): bytes j of sc_lo / m_lo
-    // are sub-blocks j < 4, bytes of sc_hi / m_hi sub-blocks 4 + j.
-    const __m512i w0 = GatherDword(g, off + kQ4_KScales), w1 = GatherDword(g, off + kQ4_KScales + 4);
-    const __m512i w2 = GatherDword(g, off + kQ4_KScales + 8);
-    const __m512i six = _mm512_set1_epi8(63), low4 = Nibbles(), top2 = _mm512_set1_epi8(3);
-    const __m512i sc_lo = _mm512_and_si512(w0, six), m_lo = _mm512_and_si512(w1, six);
-    const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(w2, low4),
-                                          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, 6), top2), 4));
-    const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 4), low4),
-                                         _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w1, 6), top2), 4));
-    const __m512i byte = _mm512_set1_epi32(0xFF);
+    const Q4KScales scales(g, off);
     for (int chunk = 0; chunk < 4; ++chunk) {
       __m512i t[8];
       Transpose32(g, off + kQ4_KQs + 32 * chunk, t);
@@ -346,11 +375,7 @@ struct Q4_KFormat {
         const int j = 2 * chunk + h;  // sub-block: low nibbles, then high nibbles
         __m512i codes[8];
         for (int i = 0; i < 8; ++i) codes[i] = _mm512_and_si512(h ? _mm512_srli_epi16(t[i], 4) : t[i], Nibbles());
-        const int shift = 8 * (j % 4);
-        const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? sc_lo : sc_hi, shift), byte);
-        const __m512i mn = _mm512_and_si512(_mm512_srli_epi32(j < 4 ? m_lo : m_hi, shift), byte);
-        Step<R, 8, false, true>(codes, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)),
-                                _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn)), xq, m, 256 * b + 32 * j, acc);
+        Step<R, 8, false, true>(codes, scales.Scale(j), scales.Min(j), xq, m, 256 * b + 32 * j, acc);
       }
     }
   }
@@ -402,19 +427,25 @@ HWY_NOINLINE void GroupRows(const ColumnGroup& g, const QuantizedRows& xq, int64
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * y_stride, mask, acc[r]);
 }
 
+// Weight rows n.. of w, at most up to n_end.
+ColumnGroup MakeGroup(const WeightRef& w, int64_t n, int64_t n_end) {
+  ColumnGroup g;
+  g.count = static_cast<int>(std::min(kQCols, n_end - n));
+  alignas(64) int32_t offsets[kQCols];
+  for (int c = 0; c < kQCols; ++c) {
+    g.row[c] = w.Row(n + std::min(c, g.count - 1));
+    offsets[c] = static_cast<int32_t>(g.row[c] - g.row[0]);
+  }
+  g.offsets = _mm512_load_si512(offsets);
+  return g;
+}
+
 template <class F>
 void Avx3Columns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begin, int64_t n_end,
                  float* y) {
   const int64_t M = xq.rows, Nout = w.rows;
   for (int64_t n = n_begin; n < n_end; n += kQCols) {
-    ColumnGroup g;
-    g.count = static_cast<int>(std::min(kQCols, n_end - n));
-    alignas(64) int32_t offsets[kQCols];
-    for (int c = 0; c < kQCols; ++c) {
-      g.row[c] = w.Row(n + std::min(c, g.count - 1));
-      offsets[c] = static_cast<int32_t>(g.row[c] - g.row[0]);
-    }
-    g.offsets = _mm512_load_si512(offsets);
+    const ColumnGroup g = MakeGroup(w, n, n_end);
     // Row tiles of 16, then 8, 4, 2, 1: any M in few passes over the group's (cached) weights.
     int64_t m = 0;
     for (; m + kQRowTile <= M; m += kQRowTile) GroupRows<F, kQRowTile>(g, xq, m, w.cols, y + m * Nout + n, Nout);
@@ -424,10 +455,245 @@ void Avx3Columns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begin, i
     if (M - m >= 1) GroupRows<F, 1>(g, xq, m, w.cols, y + m * Nout + n, Nout);
   }
 }
+
+// ------------------------------------------------------------------------------------------
+// AMX path. A tile dot product computes C[n][r] = sum_k A[n][k] * B[k/4][r][k%4] for 16 x 16
+// int32 sums over 32 bytes of k. A is the 16 weight rows' codes of one 32-block, for Q8_0
+// straight from memory (the rows are row_bytes apart), for Q4_K split from nibbles into a
+// buffer; B is the activation tile QuantizedRows holds (BuildTileLayout), so nothing is
+// transposed per block. Lanes of an accumulator are activation rows: acc[n] lane r is
+// y[r, n], and it gets Step()'s f32 operations in Step()'s order.
+
+// The tile intrinsics are asm statements that do not tell the compiler which memory they read;
+// this makes the buffers written before a tile load visible to it.
+HWY_INLINE void MemoryBarrier() { asm volatile("" ::: "memory"); }
+
+// Two tile sets (see TileDot): 3S = A (16 rows x 32 bytes), 3S + 1 = B (8 rows x 64 bytes),
+// 3S + 2 = C (16 x 16 int32). The configuration is per thread; the pool's workers each load it
+// on first use.
+void ConfigureTiles() {
+  thread_local bool configured = false;
+  if (configured) return;
+  alignas(64) uint8_t cfg[64] = {};
+  cfg[0] = 1;  // palette 1
+  const uint16_t colsb[3] = {32, 64, 64};
+  const uint8_t rows[3] = {16, 8, 16};
+  for (int t = 0; t < 6; ++t) {
+    __builtin_memcpy(cfg + 16 + 2 * t, &colsb[t % 3], 2);
+    cfg[48 + t] = rows[t % 3];
+  }
+  MemoryBarrier();  // _tile_loadconfig's asm names only the first 8 bytes as its input
+  _tile_loadconfig(cfg);
+  configured = true;
+}
+
+// Fills xq's tile layout (see quant_activations.h) from its row-major codes.
+void BuildTileLayout(QuantizedRows& xq) {
+  const int64_t nb = xq.k_pad / 32, M = xq.rows;
+  xq.tiles = (M + kQRowTile - 1) / kQRowTile;
+  xq.tile_codes.resize(xq.tiles * nb * 512);  // every byte is written below
+  xq.tile_scale.assign(xq.tiles * nb * 16, 0.0f);
+  xq.tile_sum.assign(xq.tiles * nb * 16, 0.0f);
+  for (int64_t t = 0; t < xq.tiles; ++t) {
+    const int64_t rows = std::min(kQRowTile, M - kQRowTile * t);
+    ColumnGroup g;  // rows past M repeat the last row; their scales stay zero
+    for (int r = 0; r < kQCols; ++r) {
+      g.row[r] = reinterpret_cast<const uint8_t*>(xq.Codes(kQRowTile * t + std::min<int64_t>(r, rows - 1)));
+    }
+    for (int64_t b = 0; b < nb; ++b) {
+      __m512i v[8];
+      Transpose32(g, 32 * b, v);
+      int8_t* dst = xq.tile_codes.data() + (t * nb + b) * 512;
+      for (int j = 0; j < 8; ++j) _mm512_storeu_si512(dst + 64 * j, v[j]);
+      float* scale = xq.tile_scale.data() + (t * nb + b) * 16;
+      float* sum = xq.tile_sum.data() + (t * nb + b) * 16;
+      for (int64_t r = 0; r < rows; ++r) {
+        scale[r] = xq.BlockScale(kQRowTile * t + r)[b];
+        sum[r] = xq.BlockSum(kQRowTile * t + r)[b];
+      }
+    }
+  }
+}
+
+// One 32-element step of the tile path: the A operand and the 16 columns' scales (and
+// Q4_K's mins), then the C tile the dot product leaves.
+struct TileStepData {
+  const void* a;
+  int64_t a_stride;
+  alignas(64) uint8_t a_buf[kQCols * 32];  // A when it cannot be read in place
+  alignas(64) float wscale[kQCols];
+  alignas(64) float wmin[kQCols];
+  alignas(64) int32_t c[kQCols * kQRowTile];
+};
+
+// C = A · B for step s of activation tile t, in tile set S (tiles 3S .. 3S + 2), stored to
+// st.c. Two sets let the tile unit start a step while the previous one is being stored.
+// The tile intrinsics paste their register numbers into asm text, so each set is spelled out.
+#define DFLASH_TILE_DOT(A, B, C)                             \
+  _tile_loadd(A, st.a, st.a_stride);                         \
+  _tile_loadd(B, xq.TileCodes(t, s), 64);                    \
+  _tile_zero(C);                                             \
+  if constexpr (kSignedA) {                                  \
+    _tile_dpbssd(C, A, B);                                   \
+  } else {                                                   \
+    _tile_dpbusd(C, A, B);                                   \
+  }                                                          \
+  _tile_stored(C, st.c, 64)
+
+template <int S, bool kSignedA>
+HWY_INLINE void TileDot(const QuantizedRows& xq, int64_t t, int64_t s, TileStepData& st) {
+  MemoryBarrier();
+  if constexpr (S == 0) {
+    DFLASH_TILE_DOT(0, 1, 2);
+  } else {
+    DFLASH_TILE_DOT(3, 4, 5);
+  }
+}
+#undef DFLASH_TILE_DOT
+
+// acc[n] lane r += (wscale[n] * d_x[r]) * C[n][r], then (kMin) acc[n] lane r -= wmin[n] *
+// (sum of row r's inputs in the step's block): Step()'s operations, lanes and columns swapped.
+template <bool kMin>
+HWY_INLINE void TileScale(const QuantizedRows& xq, int64_t t, int64_t s, const TileStepData& st,
+                          __m512 (&acc)[kQCols]) {
+  const __m512 dx = _mm512_loadu_ps(xq.TileScale(t, s));
+  const __m512 bsum = kMin ? _mm512_loadu_ps(xq.TileSum(t, s)) : _mm512_setzero_ps();
+#pragma GCC unroll 16
+  for (int n = 0; n < kQCols; ++n) {
+    const __m512 sc = _mm512_mul_ps(_mm512_set1_ps(st.wscale[n]), dx);
+    acc[n] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(_mm512_load_si512(st.c + kQRowTile * n)), acc[n]);
+    if (kMin) acc[n] = _mm512_fnmadd_ps(_mm512_set1_ps(st.wmin[n]), bsum, acc[n]);
+  }
+}
+
+// Tile formats: Prepare(s, st) sets step s's A operand and scales, and prefetches the weights
+// a few steps ahead (a tile load waits for all 16 rows, so memory latency would otherwise
+// stall the tile unit at every step).
+class Q8_0Amx {
+ public:
+  static constexpr bool kSignedA = true, kMin = false;
+  Q8_0Amx(const ColumnGroup& g, int64_t row_bytes) : g_(g), row_bytes_(row_bytes) {}
+  HWY_INLINE void Prepare(int64_t s, TileStepData& st) const {
+    const int64_t off = s * kQ8_0Bytes;
+    if (s % 2 == 0) {  // a line of every row holds about two blocks; fetch eight blocks ahead
+      for (int c = 0; c < kQCols; ++c) _mm_prefetch(reinterpret_cast<const char*>(g_.row[c] + off + 8 * kQ8_0Bytes), _MM_HINT_T0);
+    }
+    _mm512_store_ps(st.wscale, F16Lanes(GatherDword(g_, off)));
+    if (g_.count == kQCols) {  // the 16 rows are row_bytes apart: A straight from the weights
+      st.a = g_.row[0] + off + 2;
+      st.a_stride = row_bytes_;
+      return;
+    }
+    // The matrix's last, partial group repeats its last row.
+    for (int c = 0; c < kQCols; ++c) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(st.a_buf + 32 * c),
+                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g_.row[c] + off + 2)));
+    }
+    st.a = st.a_buf;
+    st.a_stride = 32;
+  }
+
+ private:
+  const ColumnGroup& g_;
+  int64_t row_bytes_;
+};
+
+// Steps are sub-blocks: 8 per 256-element super-block, whose scales are decoded at its first.
+class Q4_KAmx {
+ public:
+  static constexpr bool kSignedA = false, kMin = true;
+  Q4_KAmx(const ColumnGroup& g, int64_t) : g_(g) {}
+  HWY_INLINE void Prepare(int64_t s, TileStepData& st) {
+    const int64_t off = s / 8 * kQ4_KBytes;
+    const int j = static_cast<int>(s % 8);
+    if (j == 0) {
+      const Q4KScales scales(g_, off);
+      for (int i = 0; i < 8; ++i) {
+        _mm512_store_ps(wscale_[i], scales.Scale(i));
+        _mm512_store_ps(wmin_[i], scales.Min(i));
+      }
+    }
+    if (j % 2 == 0) {  // one line of every row per two steps, two super-blocks ahead
+      const int64_t ahead = off + 2 * kQ4_KBytes + 36 * (j / 2);
+      for (int c = 0; c < kQCols; ++c) _mm_prefetch(reinterpret_cast<const char*>(g_.row[c] + ahead), _MM_HINT_T0);
+    }
+    _mm512_store_ps(st.wscale, _mm512_load_ps(wscale_[j]));
+    _mm512_store_ps(st.wmin, _mm512_load_ps(wmin_[j]));
+    // Sub-block j: the low (j even) or high nibbles of qs bytes 32 (j / 2) .., 16 rows of 32.
+    const int64_t qs = off + kQ4_KQs + 32 * (j / 2);
+    for (int i = 0; i < kQCols / 2; ++i) {
+      const __m256i r0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g_.row[2 * i] + qs));
+      const __m256i r1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g_.row[2 * i + 1] + qs));
+      __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(r0), r1, 1);
+      if (j % 2) z = _mm512_srli_epi16(z, 4);
+      _mm512_store_si512(st.a_buf + 64 * i, _mm512_and_si512(z, Nibbles()));
+    }
+    st.a = st.a_buf;
+    st.a_stride = 32;
+  }
+
+ private:
+  const ColumnGroup& g_;
+  alignas(64) float wscale_[8][kQCols];
+  alignas(64) float wmin_[8][kQCols];
+};
+
+// acc[c] lane r = y[16 t + r, c] over all steps, in step order. A tile store reaches the
+// vector loads only once it has retired, so step s + kDepth's dot product is issued before
+// step s is scaled; tile sets alternate between steps.
+template <class F>
+HWY_INLINE void TileRows(F& format, const QuantizedRows& xq, int64_t t, int64_t steps, __m512 (&acc)[kQCols]) {
+  constexpr int64_t kDepth = 4;
+  TileStepData st[kDepth];
+  const auto issue = [&](int64_t s) {
+    if (s >= steps) return;
+    TileStepData& d = st[s % kDepth];
+    format.Prepare(s, d);
+    if (s % 2 == 0) {
+      TileDot<0, F::kSignedA>(xq, t, s, d);
+    } else {
+      TileDot<1, F::kSignedA>(xq, t, s, d);
+    }
+  };
+  for (int64_t s = 0; s < kDepth; ++s) issue(s);
+  for (int64_t s = 0; s < steps; ++s) {
+    TileScale<F::kMin>(xq, t, s, st[s % kDepth], acc);
+    issue(s + kDepth);
+  }
+}
+
+template <class F>
+void AmxColumns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begin, int64_t n_end, float* y) {
+  ConfigureTiles();
+  const int64_t Nout = w.rows;
+  for (int64_t n = n_begin; n < n_end; n += kQCols) {
+    const ColumnGroup g = MakeGroup(w, n, n_end);
+    F format(g, static_cast<int64_t>(w.row_bytes));
+    for (int64_t t = 0; t < xq.tiles; ++t) {
+      __m512 acc[kQCols];
+      for (__m512& a : acc) a = _mm512_setzero_ps();
+      TileRows(format, xq, t, w.cols / 32, acc);
+      // acc[c] lane r -> y[r, c]: once per group and tile, so a plain copy.
+      alignas(64) float out[kQCols][kQRowTile];
+      for (int c = 0; c < kQCols; ++c) _mm512_store_ps(out[c], acc[c]);
+      const int64_t rows = std::min(kQRowTile, xq.rows - kQRowTile * t);
+      float* yt = y + kQRowTile * t * Nout + n;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int c = 0; c < g.count; ++c) yt[r * Nout + c] = out[c][r];
+    }
+  }
+}
 #endif  // HWY_TARGET == HWY_AVX3_DL
 
 void Columns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begin, int64_t n_end, float* y) {
 #if HWY_TARGET == HWY_AVX3_DL
+  if (xq.tiles > 0) {
+    switch (w.dtype) {
+      case DType::kQ8_0: return AmxColumns<Q8_0Amx>(xq, w, n_begin, n_end, y);
+      case DType::kQ4_K: return AmxColumns<Q4_KAmx>(xq, w, n_begin, n_end, y);
+      default: break;
+    }
+  }
   switch (w.dtype) {
     case DType::kQ8_0: return Avx3Columns<Q8_0Format>(xq, w, n_begin, n_end, y);
     case DType::kQ4_0: return Avx3Columns<Q4_0Format>(xq, w, n_begin, n_end, y);
@@ -439,9 +705,13 @@ void Columns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begin, int64
   PortableColumns(xq, w, n_begin, n_end, y);
 }
 
-void MatMulQuantImpl(const float* x, int64_t M, const WeightRef& w, const float* bias, float* y,
+// amx: use the tile kernel (the caller checked the CPU and the format).
+void MatMulQuantImpl(const float* x, int64_t M, const WeightRef& w, const float* bias, float* y, bool amx,
                      QuantizedRows& xq, ThreadPool& pool) {
   QuantizeActivations(x, M, w.cols, CodeOffset(w.dtype), xq);
+#if HWY_TARGET == HWY_AVX3_DL
+  if (amx) BuildTileLayout(xq);
+#endif
   const int64_t Nout = w.rows;
   ForColumnTasks(xq.rows, Nout, kQCols, bias, y, pool,
                  [&](int64_t n_begin, int64_t n_end) { Columns(xq, w, n_begin, n_end, y); });
@@ -466,7 +736,8 @@ void MatMulQuantized(const float* x, int64_t M, const WeightRef& w, const float*
   }
   // One quantised copy of x per calling thread, reused so decode allocates nothing.
   thread_local QuantizedRows xq;
-  HWY_DYNAMIC_DISPATCH(MatMulQuantImpl)(x, M, w, bias, y, xq, pool);
+  const bool amx = M >= kAmxMinRows && HasAmxKernel(w.dtype) && AmxActive();
+  HWY_DYNAMIC_DISPATCH(MatMulQuantImpl)(x, M, w, bias, y, amx, xq, pool);
 }
 }  // namespace dflash::ops
 #endif
