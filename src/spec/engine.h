@@ -34,6 +34,9 @@ struct EngineOptions {
   // CPUs only; elsewhere the exact path runs). Results stay batch-invariant, not bit-equal to
   // the exact path.
   bool bf16_activations = false;
+  // The target's KV cache elements: kF32, kF16 (llama.cpp's default; half the bytes attention
+  // reads, within the goldens' f16 tolerance, see tests/golden_test.cc) or kBF16.
+  DType kv_type = DType::kF16;
 };
 
 // Defaults a checkpoint ships in generation_config.json (and config.json's eos_token_id).
