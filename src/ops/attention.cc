@@ -146,6 +146,31 @@ HWY_INLINE void ExpShifted(float* s, float max) {
   for (int j = 0; j < kKeyTile; j += kLanes) hn::StoreU(hn::Exp(d, hn::Sub(hn::LoadU(d, s + j), vmax)), d, s + j);
 }
 
+// s[j] = s[j] * scale for tile keys j in [jb, je), -inf for the others; returns the max.
+HWY_INLINE float ScaleAndMask(float* s, float scale, int jb, int je) {
+  const DF d;
+  const hn::RebindToSigned<DF> di;
+  const auto vneg = hn::Set(d, -std::numeric_limits<float>::infinity()), vscale = hn::Set(d, scale);
+  const auto vjb = hn::Set(di, jb), vje = hn::Set(di, je);
+  auto vmax = vneg;
+  for (int j = 0; j < kKeyTile; j += kLanes) {
+    const auto idx = hn::Iota(di, j);
+    const auto in = hn::RebindMask(d, hn::And(hn::Not(hn::Lt(idx, vjb)), hn::Lt(idx, vje)));
+    const auto v = hn::IfThenElse(in, hn::Mul(hn::LoadU(d, s + j), vscale), vneg);
+    hn::StoreU(v, d, s + j);
+    vmax = hn::Max(vmax, v);
+  }
+  return hn::GetLane(hn::MaxOfLanes(d, vmax));
+}
+
+// The sum of a tile's kKeyTile exp-shifted scores (masked keys are exactly 0), in one fixed order.
+HWY_INLINE float TileSum(const float* s) {
+  const DF d;
+  auto acc = hn::LoadU(d, s);
+  for (int j = kLanes; j < kKeyTile; j += kLanes) acc = hn::Add(acc, hn::LoadU(d, s + j));
+  return hn::GetLane(hn::SumOfLanes(d, acc));
+}
+
 struct RowState {
   float max;
   float sum;
@@ -209,17 +234,12 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
           const int64_t pair = (m - m0) * group + g;
           TileScores(qp + pair * hd_pad, k_tile.data(), hd_pad, jb / kLanes * kLanes,
                      (je + kLanes - 1) / kLanes * kLanes, s);
-          float tile_max = kNegInf;
-          for (int j = 0; j < kKeyTile; ++j) {
-            s[j] = (j >= jb && j < je) ? s[j] * shape.scale : kNegInf;
-            tile_max = std::max(tile_max, s[j]);
-          }
+          const float tile_max = ScaleAndMask(s, shape.scale, jb, je);
           RowState& st = state[pair];
           const float new_max = std::max(st.max, tile_max);
           const float rescale = std::exp(st.max - new_max);  // 0 on the first tile
           ExpShifted(s, new_max);
-          float tile_sum = 0.0f;
-          for (int j = jb; j < je; ++j) tile_sum += s[j];
+          const float tile_sum = TileSum(s);
           AccumulateTile(acc + pair * hd_pad, rescale, s, v_tile.data(), jb, je, hd_pad);
           st.sum = st.sum * rescale + tile_sum;
           st.max = new_max;
