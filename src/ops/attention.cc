@@ -78,21 +78,21 @@ void WidenRows(DType type, const void* src, int64_t stride, int rows, int hd, in
   }
 }
 
-// s[j] = dot(q, kt + j * dim) over dim floats (a multiple of kLanes) for the key blocks
+// s[j] = dot(q, kt + j * ks) over dim floats (a multiple of kLanes) for the key blocks
 // [j_begin, j_end) of a tile (multiples of kLanes). Key j's accumulator and its fold are the
 // same whichever other keys are computed, so a score never depends on the block bounds.
-HWY_INLINE void TileScores(const float* q, const float* kt, int dim, int j_begin, int j_end, float* s) {
+HWY_INLINE void TileScores(const float* q, const float* kt, int64_t ks, int dim, int j_begin, int j_end, float* s) {
   const DF d;
   for (int j0 = j_begin; j0 < j_end; j0 += kLanes) {
     VF acc[kLanes];
-    const float* k0 = kt + static_cast<int64_t>(j0) * dim;
+    const float* k0 = kt + j0 * ks;
     const VF q0 = hn::LoadU(d, q);
 #pragma GCC unroll 16
-    for (int j = 0; j < kLanes; ++j) acc[j] = hn::Mul(q0, hn::LoadU(d, k0 + j * dim));
+    for (int j = 0; j < kLanes; ++j) acc[j] = hn::Mul(q0, hn::LoadU(d, k0 + j * ks));
     for (int i = kLanes; i < dim; i += kLanes) {
       const VF qv = hn::LoadU(d, q + i);
 #pragma GCC unroll 16
-      for (int j = 0; j < kLanes; ++j) acc[j] = hn::MulAdd(qv, hn::LoadU(d, k0 + j * dim + i), acc[j]);
+      for (int j = 0; j < kLanes; ++j) acc[j] = hn::MulAdd(qv, hn::LoadU(d, k0 + j * ks + i), acc[j]);
     }
     // Fold: a step that leaves m vectors makes acc[j] hold keys j*kLanes/m .. (j+1)*kLanes/m - 1
     // as m lanes of partial sums each; at m = 1, lane j of acc[0] is key j0 + j's dot product.
@@ -110,9 +110,10 @@ HWY_INLINE void TileScores(const float* q, const float* kt, int dim, int j_begin
 }
 
 // acc = acc * rescale, then acc += p[j] * v[j] for tile keys j in [jb, je) in order, over dim
-// floats (a multiple of kLanes; v rows dim floats apart). Each slice of the accumulator stays
+// floats (a multiple of kLanes; v rows vs floats apart). Each slice of the accumulator stays
 // in registers for the whole tile (one load and one store per tile, not per key).
-HWY_INLINE void AccumulateTile(float* acc, float rescale, const float* p, const float* v, int jb, int je, int dim) {
+HWY_INLINE void AccumulateTile(float* acc, float rescale, const float* p, const float* v, int64_t v_stride, int jb, int je,
+                               int dim) {
   const DF d;
   const auto vs = hn::Set(d, rescale);
   int i = 0;
@@ -121,7 +122,7 @@ HWY_INLINE void AccumulateTile(float* acc, float rescale, const float* p, const 
     VF a2 = hn::Mul(hn::LoadU(d, acc + i + 2 * kLanes), vs), a3 = hn::Mul(hn::LoadU(d, acc + i + 3 * kLanes), vs);
     for (int j = jb; j < je; ++j) {
       const VF pj = hn::Set(d, p[j]);
-      const float* vj = v + static_cast<int64_t>(j) * dim + i;
+      const float* vj = v + j * v_stride + i;
       a0 = hn::MulAdd(pj, hn::LoadU(d, vj), a0);
       a1 = hn::MulAdd(pj, hn::LoadU(d, vj + kLanes), a1);
       a2 = hn::MulAdd(pj, hn::LoadU(d, vj + 2 * kLanes), a2);
@@ -134,7 +135,7 @@ HWY_INLINE void AccumulateTile(float* acc, float rescale, const float* p, const 
   }
   for (; i < dim; i += kLanes) {
     VF a = hn::Mul(hn::LoadU(d, acc + i), vs);
-    for (int j = jb; j < je; ++j) a = hn::MulAdd(hn::Set(d, p[j]), hn::LoadU(d, v + static_cast<int64_t>(j) * dim + i), a);
+    for (int j = jb; j < je; ++j) a = hn::MulAdd(hn::Set(d, p[j]), hn::LoadU(d, v + j * v_stride + i), a);
     hn::StoreU(a, d, acc + i);
   }
 }
@@ -223,16 +224,26 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
     for (int64_t t0 = (lo / kKeyTile) * kKeyTile; t0 < hi; t0 += kKeyTile) {
       // Keys at and past `hi` may not exist: the tile's rows for them stay zero and unread.
       const int rows = static_cast<int>(std::min<int64_t>(kKeyTile, hi - t0));
-      WidenRows(kv.type, k_head + t0 * kv.stride * elem, kv.stride, rows, hd, hd_pad, k_tile.data());
-      WidenRows(kv.type, v_head + t0 * kv.stride * elem, kv.stride, rows, hd, hd_pad, v_tile.data());
-      std::fill(k_tile.data() + static_cast<size_t>(rows) * hd_pad, k_tile.data() + tile_floats, 0.0f);
+      // A whole f32 tile without padding is read in place (same values, no copy).
+      const float* kt = k_tile.data();
+      const float* vt = v_tile.data();
+      int64_t tile_stride = hd_pad;
+      if (kv.type == DType::kF32 && hd_pad == hd && rows == kKeyTile) {
+        kt = reinterpret_cast<const float*>(k_head + t0 * kv.stride * elem);
+        vt = reinterpret_cast<const float*>(v_head + t0 * kv.stride * elem);
+        tile_stride = kv.stride;
+      } else {
+        WidenRows(kv.type, k_head + t0 * kv.stride * elem, kv.stride, rows, hd, hd_pad, k_tile.data());
+        WidenRows(kv.type, v_head + t0 * kv.stride * elem, kv.stride, rows, hd, hd_pad, v_tile.data());
+        std::fill(k_tile.data() + static_cast<size_t>(rows) * hd_pad, k_tile.data() + tile_floats, 0.0f);
+      }
       for (int64_t m = m0; m < m1; ++m) {
         const int jb = static_cast<int>(std::max<int64_t>(key_begin[m], t0) - t0);
         const int je = static_cast<int>(std::min<int64_t>(key_end[m], t0 + kKeyTile) - t0);
         if (jb >= je) continue;
         for (int g = 0; g < group; ++g) {
           const int64_t pair = (m - m0) * group + g;
-          TileScores(qp + pair * hd_pad, k_tile.data(), hd_pad, jb / kLanes * kLanes,
+          TileScores(qp + pair * hd_pad, kt, tile_stride, hd_pad, jb / kLanes * kLanes,
                      (je + kLanes - 1) / kLanes * kLanes, s);
           const float tile_max = ScaleAndMask(s, shape.scale, jb, je);
           RowState& st = state[pair];
@@ -240,7 +251,7 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
           const float rescale = std::exp(st.max - new_max);  // 0 on the first tile
           ExpShifted(s, new_max);
           const float tile_sum = TileSum(s);
-          AccumulateTile(acc + pair * hd_pad, rescale, s, v_tile.data(), jb, je, hd_pad);
+          AccumulateTile(acc + pair * hd_pad, rescale, s, vt, tile_stride, jb, je, hd_pad);
           st.sum = st.sum * rescale + tile_sum;
           st.max = new_max;
         }
