@@ -127,7 +127,7 @@ void CheckLogitsAndHiddenStates(const std::string& name, DType kv) {
 class TargetGolden : public ::testing::TestWithParam<std::string> {};
 
 // Logits of every position and every layer's output, for each prompt, in one prefill, with
-// an f32 KV cache (kTolerance) and the engine's default f16 cache (kF16Tolerance).
+// an f32 KV cache (kTolerance) and an f16 cache (kF16Tolerance).
 TEST_P(TargetGolden, LogitsAndHiddenStatesMatchTransformers) {
   for (DType kv : {DType::kF32, DType::kF16}) CheckLogitsAndHiddenStates(GetParam(), kv);
 }

@@ -17,7 +17,7 @@ struct TargetOptions {
   int max_rows = 64;              // rows per Forward (prefill chunk, verify block)
   // KV cache element type: kF32 (exact, what the transformers goldens are checked at), kF16 or
   // kBF16. A key or value is rounded once, when its position is stored, so every row sees the
-  // same cache whatever the batch. The engine and the CLI default to kF16 (EngineOptions).
+  // same cache whatever the batch.
   DType kv_type = DType::kF32;
   std::vector<int> capture_layers;  // 0-based layers whose outputs Features() returns
   // Allocate a KV cache of its own. Without one, Bind() a cache (NewCache) before Forward: an
