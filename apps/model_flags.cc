@@ -5,6 +5,15 @@
 
 namespace dflash::app {
 
+namespace {
+DType ParseKvType(const std::string& text) {
+  if (text == "f32") return DType::kF32;
+  if (text == "f16") return DType::kF16;
+  if (text == "bf16") return DType::kBF16;
+  Fail("--kv-type must be f32, f16 or bf16, got '", text, "'");
+}
+}  // namespace
+
 void ModelFlags::Declare(Args& a) {
   a.Option("-m,--model", &model, "DIR", "target model: HF directory (config.json + safetensors) or a Qwen3 .gguf file");
   a.Option("-d,--draft", &draft, "DIR", "DFlash draft directory (z-lab layout); enables --mode dflash");
@@ -25,6 +34,8 @@ void ModelFlags::Declare(Args& a) {
   a.Option("--draft-sink", &draft_sink, "N", "draft context sink size when --draft-window is set");
   a.Option("--target-quant", &target_quant, "none|q8_0|q4_0|q4_k", "quantise the target's matrices at load time (also the embedding and LM head the draft shares)");
   a.Flag("--bf16-dot", &bf16_dot, "BF16 weights: round activations to bf16 and use native bf16 dot products (AVX512_BF16; faster, not bit-equal to the exact f32 path)");
+  a.Option("--kv-type", &kv_type, "f32|f16|bf16",
+           "target KV cache element type (like llama.cpp's --cache-type-k/v; f16 and bf16 halve the cache)");
   a.Option("--draft-quant", &draft_quant, "none|q8_0|q4_0|q4_k", "quantise the draft's own matrices at load time");
 }
 
@@ -45,6 +56,7 @@ EngineOptions ModelFlags::Engine() const {
   e.target_quant = ParseWeightQuant(target_quant, "--target-quant");
   e.draft_quant = ParseWeightQuant(draft_quant, "--draft-quant");
   e.bf16_activations = bf16_dot;
+  e.kv_type = ParseKvType(kv_type);
   return e;
 }
 

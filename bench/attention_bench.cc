@@ -1,6 +1,7 @@
-// Attention over a long f32 KV cache at Qwen3-0.6B head shapes (16 query heads, 8 KV heads,
-// head_dim 128), for 1 query row (decode) and 16 (a DFlash verify block): the verify should
-// cost far less than 16 decodes because every K/V tile is loaded once for all rows.
+// Attention over a long f32 / f16 KV cache (kv: 0 = f32, 1 = f16) at Qwen3-0.6B head shapes
+// (16 query heads, 8 KV heads, head_dim 128), for 1 query row (decode) and 16 (a DFlash verify
+// block): the verify should cost far less than 16 decodes because every K/V tile is loaded
+// once for all rows.
 //   DFLASH_THREADS=2 build/bin/dflash_microbench --benchmark_filter=Attention
 #include <benchmark/benchmark.h>
 
@@ -20,6 +21,8 @@ ThreadPool& Pool() {
 
 void BM_Attention(benchmark::State& state) {
   const int64_t M = state.range(0), ctx = state.range(1);
+  const DType type = state.range(2) ? DType::kF16 : DType::kF32;
+  const size_t elem = type == DType::kF32 ? 4 : 2;
   const ops::AttentionShape shape{16, 8, 128, 0.08838834764f};
   const int64_t q_dim = 16 * 128, kv_dim = 8 * 128, keys = ctx + M;
   std::vector<float> q(M * q_dim), k(keys * kv_dim), v(keys * kv_dim), out(M * q_dim);
@@ -28,18 +31,21 @@ void BM_Attention(benchmark::State& state) {
     k[i] = static_cast<float>((i * 40503u) % 1000) / 1000.0f - 0.5f;
     v[i] = static_cast<float>((i * 69069u) % 1000) / 1000.0f - 0.5f;
   }
+  std::vector<uint8_t> k_store(k.size() * elem), v_store(v.size() * elem);
+  ops::StoreKv(k.data(), static_cast<int64_t>(k.size()), type, k_store.data());
+  ops::StoreKv(v.data(), static_cast<int64_t>(v.size()), type, v_store.data());
+  const ops::KvView kv{k_store.data(), v_store.data(), kv_dim, type};
   std::vector<int32_t> begin(M, 0), end(M);
   for (int64_t m = 0; m < M; ++m) end[m] = static_cast<int32_t>(ctx + m + 1);  // causal
   for (auto _ : state) {
-    ops::Attention(q.data(), M, q_dim, shape, k.data(), v.data(), kv_dim, begin.data(), end.data(), out.data(),
-                   q_dim, Pool());
+    ops::Attention(q.data(), M, q_dim, shape, kv, begin.data(), end.data(), out.data(), q_dim, Pool());
     benchmark::DoNotOptimize(out.data());
   }
-  state.counters["KV GB/s"] = benchmark::Counter(static_cast<double>(2 * keys * kv_dim * 4) / 1e9,
+  state.counters["KV GB/s"] = benchmark::Counter(static_cast<double>(2 * keys * kv_dim * elem) / 1e9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(ops::SimdTargetName()) + " threads=" + std::to_string(Pool().size()));
 }
-BENCHMARK(BM_Attention)->ArgsProduct({{1, 16}, {512, 4096, 16384}})->ArgNames({"rows", "ctx"})
+BENCHMARK(BM_Attention)->ArgsProduct({{1, 16}, {512, 4096, 16384}, {0, 1}})->ArgNames({"rows", "ctx", "kv"})
     ->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace

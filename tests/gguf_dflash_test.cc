@@ -48,6 +48,7 @@ Engine PairEngine(const std::string& draft_file, int prefill_chunk) {
   eo.target_dir = (kTests / "fixtures" / "qwen3-tiny").string();
   eo.draft_dir = (kGguf / draft_file).string();
   eo.context = 128;
+  eo.kv_type = DType::kF32;  // the goldens are f32 transformers runs
   eo.prefill_chunk = prefill_chunk;
   return Engine(eo);
 }

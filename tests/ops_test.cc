@@ -2,10 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "ops/ops.h"
 
@@ -180,37 +183,119 @@ std::vector<double> ReferenceAttention(const float* q, const float* k, const flo
   return out;
 }
 
+// K/V rows stored as a cache of `type` stores them, and the f32 values attention must see.
+struct StoredKv {
+  std::vector<uint8_t> k, v;
+  std::vector<float> k_seen, v_seen;
+};
+
+StoredKv StoreRows(const std::vector<float>& k, const std::vector<float>& v, DType type) {
+  const size_t elem = type == DType::kF32 ? 4 : 2;
+  StoredKv s;
+  s.k.resize(k.size() * elem);
+  s.v.resize(v.size() * elem);
+  ops::StoreKv(k.data(), static_cast<int64_t>(k.size()), type, s.k.data());
+  ops::StoreKv(v.data(), static_cast<int64_t>(v.size()), type, s.v.data());
+  const auto widen = [&](const std::vector<uint8_t>& bytes, size_t n) {
+    std::vector<float> out(n);
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t h;
+      if (type == DType::kF32) {
+        std::memcpy(&out[i], bytes.data() + 4 * i, 4);
+        continue;
+      }
+      std::memcpy(&h, bytes.data() + 2 * i, 2);
+      out[i] = type == DType::kF16 ? F16ToF32(h) : BF16ToF32(h);
+    }
+    return out;
+  };
+  s.k_seen = widen(s.k, k.size());
+  s.v_seen = widen(s.v, v.size());
+  return s;
+}
+
+TEST(Attention, StoreKvRoundsEachElementToNearestEven) {
+  std::vector<float> x = RandomVector(37, 21, 3.0f);  // 37: a vector body and a scalar tail
+  x[0] = 65504.0f;  // largest f16
+  x[1] = 1e-6f;     // f16 subnormal
+  x[2] = -0.0f;
+  x[3] = 1.0f + 1.0f / 2048;  // halfway between two f16 values: ties to even (1.0)
+  std::vector<uint16_t> h(x.size());
+  ops::StoreKv(x.data(), static_cast<int64_t>(x.size()), DType::kF16, h.data());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(h[i], F32ToF16(x[i])) << i << ": " << x[i];
+  EXPECT_EQ(F16ToF32(h[3]), 1.0f);
+  ops::StoreKv(x.data(), static_cast<int64_t>(x.size()), DType::kBF16, h.data());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(h[i], F32ToBF16(x[i])) << i << ": " << x[i];
+  std::vector<float> f(x.size());
+  ops::StoreKv(x.data(), static_cast<int64_t>(x.size()), DType::kF32, f.data());
+  EXPECT_EQ(0, std::memcmp(f.data(), x.data(), x.size() * sizeof(float)));
+  EXPECT_THROW(ops::StoreKv(x.data(), 4, DType::kQ8_0, h.data()), Error);
+}
+
+// Per cache type and two head shapes (a head_dim with a tail after the last full vector, and
+// Qwen3's 16/8/128): the double-precision reference on the values the cache holds, and bit
+// equality of every row whether it is computed alone or in a block of 1..17 rows.
 TEST(Attention, MatchesReferenceAndIsBatchInvariant) {
   ThreadPool pool(2);
-  const ops::AttentionShape shape{4, 2, 40, 1.0f / std::sqrt(40.0f)};  // GQA 2, head dim with a tail
-  const int T = 150, M = 20;
-  const int64_t q_dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
-  const std::vector<float> q = RandomVector(M * q_dim, 11), k = RandomVector(T * kv_dim, 12),
-                           v = RandomVector(T * kv_dim, 13);
-  // Mixed masks: causal rows, a bidirectional block, a sliding window, a single key.
-  std::vector<int32_t> kb(M), ke(M);
-  for (int m = 0; m < M; ++m) {
-    kb[m] = m % 4 == 1 ? std::max(0, 100 + m - 8) : 0;
-    ke[m] = m % 4 == 3 ? 130 : 100 + m + 1;
-  }
-  kb[0] = 40, ke[0] = 41;
-  std::vector<float> out(M * q_dim);
-  ops::Attention(q.data(), M, q_dim, shape, k.data(), v.data(), kv_dim, kb.data(), ke.data(),
-                 out.data(), q_dim, pool);
-  for (int m = 0; m < M; ++m) {
-    for (int h = 0; h < shape.n_heads; ++h) {
-      const auto ref = ReferenceAttention(q.data() + m * q_dim + h * shape.head_dim, k.data(), v.data(),
-                                          kv_dim, shape.head_dim, h / 2, kb[m], ke[m], shape.scale);
-      for (int i = 0; i < shape.head_dim; ++i)
-        ASSERT_NEAR(out[m * q_dim + h * shape.head_dim + i], ref[i], 2e-5) << "m=" << m << " h=" << h;
+  for (const ops::AttentionShape shape : {ops::AttentionShape{4, 2, 40, 1.0f / std::sqrt(40.0f)},
+                                          ops::AttentionShape{16, 8, 128, 1.0f / std::sqrt(128.0f)}}) {
+    for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
+      SCOPED_TRACE(std::string(DTypeName(type)) + " head_dim " + std::to_string(shape.head_dim));
+      const int T = 150, M = 21;
+      const int group = shape.n_heads / shape.n_kv_heads;
+      const int64_t q_dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
+      const std::vector<float> q = RandomVector(M * q_dim, 11), k = RandomVector(T * kv_dim, 12),
+                               v = RandomVector(T * kv_dim, 13);
+      const StoredKv kv = StoreRows(k, v, type);
+      const ops::KvView view{kv.k.data(), kv.v.data(), kv_dim, type};
+      // Mixed masks: causal rows, a bidirectional block, a sliding window, a single key, and a
+      // row with no keys at all (all zeros out).
+      std::vector<int32_t> kb(M), ke(M);
+      for (int m = 0; m < M; ++m) {
+        kb[m] = m % 4 == 1 ? std::max(0, 100 + m - 8) : 0;
+        ke[m] = m % 4 == 3 ? 130 : 100 + m + 1;
+      }
+      kb[0] = 40, ke[0] = 41;
+      kb[M - 1] = 7, ke[M - 1] = 7;
+      std::vector<float> out(M * q_dim);
+      ops::Attention(q.data(), M, q_dim, shape, view, kb.data(), ke.data(), out.data(), q_dim, pool);
+      for (int m = 0; m < M; ++m) {
+        for (int h = 0; h < shape.n_heads; ++h) {
+          const auto ref = ReferenceAttention(q.data() + m * q_dim + h * shape.head_dim, kv.k_seen.data(),
+                                              kv.v_seen.data(), kv_dim, shape.head_dim, h / group, kb[m], ke[m],
+                                              shape.scale);
+          for (int i = 0; i < shape.head_dim; ++i) {
+            const double want = kb[m] < ke[m] ? ref[i] : 0.0;
+            ASSERT_NEAR(out[m * q_dim + h * shape.head_dim + i], want, 2e-5) << "m=" << m << " h=" << h;
+          }
+        }
+      }
+      std::vector<float> alone(M * q_dim);
+      for (int m = 0; m < M; ++m) {
+        ops::Attention(q.data() + m * q_dim, 1, q_dim, shape, view, &kb[m], &ke[m], alone.data() + m * q_dim,
+                       q_dim, pool);
+        ASSERT_EQ(0, std::memcmp(alone.data() + m * q_dim, out.data() + m * q_dim, q_dim * sizeof(float)))
+            << "row " << m;
+      }
+      for (int R = 2; R <= 17; ++R) {  // a verify block of R rows starting at row 3
+        std::vector<float> block(R * q_dim);
+        ops::Attention(q.data() + 3 * q_dim, R, q_dim, shape, view, &kb[3], &ke[3], block.data(), q_dim, pool);
+        ASSERT_EQ(0, std::memcmp(block.data(), alone.data() + 3 * q_dim, R * q_dim * sizeof(float))) << "R=" << R;
+      }
     }
   }
-  for (int m = 0; m < M; ++m) {  // each row alone
-    std::vector<float> one(q_dim);
-    ops::Attention(q.data() + m * q_dim, 1, q_dim, shape, k.data(), v.data(), kv_dim, &kb[m], &ke[m],
-                   one.data(), q_dim, pool);
-    for (int64_t i = 0; i < q_dim; ++i) ASSERT_EQ(one[i], out[m * q_dim + i]) << "row " << m;
-  }
+  // The f32 overload reads the same rows as an f32 view.
+  const ops::AttentionShape shape{4, 2, 40, 0.1f};
+  const std::vector<float> q = RandomVector(160, 1), k = RandomVector(10 * 80, 2), v = RandomVector(10 * 80, 3);
+  const int32_t b = 0, e = 10;
+  std::vector<float> a(160), c(160);
+  ops::Attention(q.data(), 1, 160, shape, k.data(), v.data(), 80, &b, &e, a.data(), 160, pool);
+  ops::Attention(q.data(), 1, 160, shape, ops::KvView{k.data(), v.data(), 80, DType::kF32}, &b, &e, c.data(), 160,
+                 pool);
+  EXPECT_EQ(a, c);
+  EXPECT_THROW(ops::Attention(q.data(), 1, 160, shape, ops::KvView{k.data(), v.data(), 80, DType::kI32}, &b, &e,
+                              c.data(), 160, pool),
+               Error);
 }
 
 TEST(Dequantize, PlainTypesRoundTrip) {

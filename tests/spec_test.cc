@@ -73,35 +73,41 @@ class NoisyDrafter : public Drafter {
   std::vector<float> logits_;
 };
 
-TargetOptions Options(int capture_layers, int max_rows = 64) {
+TargetOptions Options(int capture_layers, int max_rows = 64, DType kv_type = DType::kF16) {
   TargetOptions o;
   o.kv_capacity = 512;
   o.max_rows = max_rows;
+  o.kv_type = kv_type;
   for (int i = 0; i < capture_layers; ++i) o.capture_layers.push_back(i);
   return o;
 }
 
+// Every KV cache type: each stored key and value is rounded once, so a verify block reads the
+// same cache a decode step does.
 TEST(Spec, GreedyScriptedDraftIsBitIdenticalAtEveryAcceptanceLength) {
   ThreadPool pool(2);
   auto rt = MakeRandomTarget(/*vocab=*/97, /*hidden=*/32, /*layers=*/2, /*seed=*/1);
-  Qwen3Model target(rt->config, rt->weights.store, Options(0), pool);
-  const std::vector<int32_t> prompt = {3, 14, 15, 92, 65, 35};
-  GenerateOptions plain;
-  plain.policy = SpecPolicy::kAlways;  // every cycle speculates: acceptance is what is tested
-  plain.max_new_tokens = 160;
-  plain.block_size = 1;
-  const GenerateResult ref = Generate(target, nullptr, prompt, plain);
-  ASSERT_EQ(ref.tokens.size(), 160u);
-  for (int B = 1; B <= 16; ++B) {
-    target.Truncate(0);
-    ScriptedDrafter drafter(ref.tokens, static_cast<int>(prompt.size()), 97);
-    GenerateOptions spec = plain;
-    spec.block_size = B;
-    const GenerateResult r = Generate(target, &drafter, prompt, spec);
-    EXPECT_EQ(r.tokens, ref.tokens) << "block size " << B;
-    if (B == 1) continue;
-    for (int k = 1; k <= B; ++k) EXPECT_GT(r.stats.accept_hist[k], 0) << "B=" << B << " length " << k;
-    EXPECT_GT(r.stats.accepted, 0);
+  for (DType kv : {DType::kF32, DType::kF16, DType::kBF16}) {
+    SCOPED_TRACE(DTypeName(kv));
+    Qwen3Model target(rt->config, rt->weights.store, Options(0, 64, kv), pool);
+    const std::vector<int32_t> prompt = {3, 14, 15, 92, 65, 35};
+    GenerateOptions plain;
+    plain.policy = SpecPolicy::kAlways;  // every cycle speculates: acceptance is what is tested
+    plain.max_new_tokens = 160;
+    plain.block_size = 1;
+    const GenerateResult ref = Generate(target, nullptr, prompt, plain);
+    ASSERT_EQ(ref.tokens.size(), 160u);
+    for (int B = 1; B <= 16; ++B) {
+      target.Truncate(0);
+      ScriptedDrafter drafter(ref.tokens, static_cast<int>(prompt.size()), 97);
+      GenerateOptions spec = plain;
+      spec.block_size = B;
+      const GenerateResult r = Generate(target, &drafter, prompt, spec);
+      EXPECT_EQ(r.tokens, ref.tokens) << "block size " << B;
+      if (B == 1) continue;
+      for (int k = 1; k <= B; ++k) EXPECT_GT(r.stats.accept_hist[k], 0) << "B=" << B << " length " << k;
+      EXPECT_GT(r.stats.accepted, 0);
+    }
   }
 }
 
@@ -401,25 +407,47 @@ TEST(Spec, SampledDFlashMatchesTargetDistributionAtDraftedPositions) {
 TEST(Spec, BatchInvariantLogitsAcrossVerifyAndPrefillChunks) {
   ThreadPool pool(2);
   auto rt = MakeRandomTarget(97, 64, 3, 9);
-  std::vector<int32_t> tokens(40);
-  for (int i = 0; i < 40; ++i) tokens[i] = (i * 37 + 5) % 97;
-  // Reference: one row at a time (decode).
-  Qwen3Model target(rt->config, rt->weights.store, Options(2), pool);
-  std::vector<std::vector<float>> ref;
-  for (int i = 0; i < 40; ++i) {
-    target.Forward({&tokens[i], 1}, true);
-    ref.emplace_back(target.Logits(0), target.Logits(0) + 97);
-  }
-  for (int chunk : {2, 3, 7, 16, 40}) {
-    target.Truncate(0);
-    for (int pos = 0; pos < 40; pos += chunk) {
-      const int n = std::min(chunk, 40 - pos);
-      target.Forward(std::span<const int32_t>(tokens).subspan(pos, n), true);
-      for (int r = 0; r < n; ++r) {
-        ASSERT_EQ(0, std::memcmp(ref[pos + r].data(), target.Logits(r), 97 * sizeof(float)))
-            << "row " << pos + r << " in chunk of " << chunk;
+  // 70 positions: three key tiles, so rows of one chunk straddle a tile boundary.
+  constexpr int kTokens = 70;
+  std::vector<int32_t> tokens(kTokens);
+  for (int i = 0; i < kTokens; ++i) tokens[i] = (i * 37 + 5) % 97;
+  std::vector<std::vector<float>> f32_ref;
+  for (DType kv : {DType::kF32, DType::kF16, DType::kBF16}) {
+    SCOPED_TRACE(DTypeName(kv));
+    // Reference: one row at a time (decode).
+    Qwen3Model target(rt->config, rt->weights.store, Options(2, 64, kv), pool);
+    std::vector<std::vector<float>> ref;
+    for (int i = 0; i < kTokens; ++i) {
+      target.Forward({&tokens[i], 1}, true);
+      ref.emplace_back(target.Logits(0), target.Logits(0) + 97);
+    }
+    for (int chunk : {2, 3, 7, 16, 40, 64}) {
+      target.Truncate(0);
+      for (int pos = 0; pos < kTokens; pos += chunk) {
+        const int n = std::min(chunk, kTokens - pos);
+        target.Forward(std::span<const int32_t>(tokens).subspan(pos, n), true);
+        for (int r = 0; r < n; ++r) {
+          ASSERT_EQ(0, std::memcmp(ref[pos + r].data(), target.Logits(r), 97 * sizeof(float)))
+              << "row " << pos + r << " in chunk of " << chunk;
+        }
       }
     }
+    // A reduced-precision cache changes the logits a little, not a lot (random weights, so
+    // this bounds the effect of one rounding per key/value, not model quality).
+    if (kv == DType::kF32) {
+      f32_ref = ref;
+      continue;
+    }
+    double worst = 0;
+    bool differs = false;
+    for (int i = 0; i < kTokens; ++i) {
+      for (int t = 0; t < 97; ++t) {
+        worst = std::max(worst, std::fabs(double(ref[i][t]) - f32_ref[i][t]));
+        differs |= ref[i][t] != f32_ref[i][t];
+      }
+    }
+    EXPECT_TRUE(differs) << "the cache type must reach the attention kernel";
+    EXPECT_LT(worst, kv == DType::kF16 ? 2e-2 : 1e-1);
   }
 }
 

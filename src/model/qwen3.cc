@@ -16,6 +16,8 @@ Qwen3Model::Qwen3Model(const TargetConfig& config, const TensorStore& store,
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
   if (options_.max_rows < 1) Fail("target: max_rows must be at least 1");
   if (options_.kv_capacity < 1) Fail("target: kv capacity must be at least 1");
+  if (options_.kv_type != DType::kF32 && options_.kv_type != DType::kF16 && options_.kv_type != DType::kBF16)
+    Fail("target: KV cache type ", DTypeName(options_.kv_type), " is not f32, f16 or bf16");
   for (int id : options_.capture_layers) {
     if (id < 0 || id >= cfg_.num_layers) Fail(store.origin(), ": capture layer ", id, " out of range");
   }
@@ -39,6 +41,8 @@ Qwen3Model::Qwen3Model(const TargetConfig& config, const TensorStore& store,
   x_.resize(R * H);
   xn_.resize(R * std::max<int64_t>(H, q_dim_));
   q_.resize(R * q_dim_);
+  k_new_.resize(R * kv_dim_);
+  v_new_.resize(R * kv_dim_);
   attn_.resize(R * q_dim_);
   gate_.resize(R * cfg_.intermediate_size);
   up_.resize(R * cfg_.intermediate_size);
@@ -48,25 +52,28 @@ Qwen3Model::Qwen3Model(const TargetConfig& config, const TensorStore& store,
   key_end_.resize(R);
 }
 
+size_t Qwen3Model::KvLayerBytes() const {
+  return RowBytes(options_.kv_type, static_cast<int64_t>(options_.kv_capacity) * kv_dim_);
+}
+
 KvCache Qwen3Model::NewCache() const {
-  const size_t n = static_cast<size_t>(cfg_.num_layers) * options_.kv_capacity * kv_dim_;
+  const size_t n = static_cast<size_t>(cfg_.num_layers) * KvLayerBytes();
   KvCache c;
-  c.k.assign(n, 0.0f);
-  c.v.assign(n, 0.0f);
+  c.type = options_.kv_type;
+  c.k.assign(n, 0);
+  c.v.assign(n, 0);
   return c;
 }
 
 void Qwen3Model::Bind(KvCache* cache) {
   KvCache* next = cache ? cache : &own_kv_;
-  if (next->k.size() != static_cast<size_t>(cfg_.num_layers) * options_.kv_capacity * kv_dim_) {
+  if (next->type != options_.kv_type || next->k.size() != static_cast<size_t>(cfg_.num_layers) * KvLayerBytes()) {
     Fail("target: bound KV cache was not made by this model");
   }
   kv_ = next;
 }
 
-size_t Qwen3Model::kv_bytes() const {
-  return static_cast<size_t>(cfg_.num_layers) * options_.kv_capacity * kv_dim_ * 2 * sizeof(float);
-}
+size_t Qwen3Model::kv_bytes() const { return static_cast<size_t>(cfg_.num_layers) * KvLayerBytes() * 2; }
 
 void Qwen3Model::Truncate(int length) {
   if (length < 0 || length > kv_->length) Fail("target: cannot truncate KV of ", kv_->length, " to ", length);
@@ -76,10 +83,10 @@ void Qwen3Model::Truncate(int length) {
 void Qwen3Model::Attention(int layer, int n) {
   const DecoderLayerWeights& w = layers_[layer];
   const int pos0 = kv_->length;
-  float* k_layer = kv_->k.data() + static_cast<size_t>(layer) * options_.kv_capacity * kv_dim_;
-  float* v_layer = kv_->v.data() + static_cast<size_t>(layer) * options_.kv_capacity * kv_dim_;
-  float* k_rows = k_layer + static_cast<size_t>(pos0) * kv_dim_;
-  float* v_rows = v_layer + static_cast<size_t>(pos0) * kv_dim_;
+  uint8_t* k_layer = kv_->k.data() + static_cast<size_t>(layer) * KvLayerBytes();
+  uint8_t* v_layer = kv_->v.data() + static_cast<size_t>(layer) * KvLayerBytes();
+  float* k_rows = k_new_.data();
+  float* v_rows = v_new_.data();
 
   ops::MatMul(xn_.data(), n, w.q_proj, BiasOrNull(w.q_bias), q_.data(), pool_);
   ops::MatMul(xn_.data(), n, w.k_proj, BiasOrNull(w.k_bias), k_rows, pool_);
@@ -95,10 +102,13 @@ void Qwen3Model::Attention(int layer, int n) {
     key_begin_[r] = window > 0 ? std::max(0, pos - window + 1) : 0;
     key_end_[r] = pos + 1;
   }
+  const size_t stored = RowBytes(options_.kv_type, static_cast<int64_t>(pos0) * kv_dim_);
+  ops::StoreKv(k_rows, static_cast<int64_t>(n) * kv_dim_, options_.kv_type, k_layer + stored);
+  ops::StoreKv(v_rows, static_cast<int64_t>(n) * kv_dim_, options_.kv_type, v_layer + stored);
   ops::AttentionShape shape{cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim,
                             1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
-  ops::Attention(q_.data(), n, q_dim_, shape, k_layer, v_layer, kv_dim_, key_begin_.data(),
-                 key_end_.data(), attn_.data(), q_dim_, pool_);
+  ops::Attention(q_.data(), n, q_dim_, shape, ops::KvView{k_layer, v_layer, kv_dim_, options_.kv_type},
+                 key_begin_.data(), key_end_.data(), attn_.data(), q_dim_, pool_);
   ops::MatMul(attn_.data(), n, w.o_proj, BiasOrNull(w.o_bias), xn_.data(), pool_);
 }
 
@@ -152,7 +162,7 @@ int64_t Qwen3Model::DecodeBytes(int ctx) const {
       total += bytes(*m);
     const int window = cfg_.layer_window[l];
     const int64_t keys = window > 0 ? std::min(ctx + 1, window) : ctx + 1;
-    total += 2 * keys * kv_dim_ * static_cast<int64_t>(sizeof(float));
+    total += 2 * static_cast<int64_t>(RowBytes(options_.kv_type, keys * kv_dim_));
   }
   return total;
 }

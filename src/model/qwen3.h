@@ -15,18 +15,23 @@ namespace dflash {
 struct TargetOptions {
   int kv_capacity = 4096;         // positions of KV cache reserved (per sequence)
   int max_rows = 64;              // rows per Forward (prefill chunk, verify block)
+  // KV cache element type: kF32 (exact, what the transformers goldens are checked at), kF16 or
+  // kBF16. A key or value is rounded once, when its position is stored, so every row sees the
+  // same cache whatever the batch.
+  DType kv_type = DType::kF32;
   std::vector<int> capture_layers;  // 0-based layers whose outputs Features() returns
   // Allocate a KV cache of its own. Without one, Bind() a cache (NewCache) before Forward: an
   // engine serving several sequences keeps one cache per sequence and swaps the pointer.
   bool own_cache = true;
 };
 
-// One sequence's keys and values: [layer][position][kv_dim] f32 each, and how many positions
-// are filled.
+// One sequence's keys and values: [layer][position][kv_dim] elements of `type` each (raw
+// bytes), and how many positions are filled.
 struct KvCache {
-  std::vector<float> k, v;
+  DType type = DType::kF32;
+  std::vector<uint8_t> k, v;
   int length = 0;
-  size_t bytes() const { return (k.size() + v.size()) * sizeof(float); }
+  size_t bytes() const { return k.size() + v.size(); }
 };
 
 class Qwen3Model final : public TargetModel {
@@ -56,6 +61,7 @@ class Qwen3Model final : public TargetModel {
 
  private:
   void Attention(int layer, int n);
+  size_t KvLayerBytes() const;  // one layer's keys (or values) for kv_capacity positions
   // Copies n rows of `layer`'s output into every feature slot that captures it.
   void Capture(int layer, const float* rows, int n);
 
@@ -75,6 +81,7 @@ class Qwen3Model final : public TargetModel {
   std::vector<float> x_;         // [R][H] residual stream
   std::vector<float> xn_;        // [R][H] normed input / projection output
   std::vector<float> q_;         // [R][q_dim]
+  std::vector<float> k_new_, v_new_;  // [R][kv_dim] new keys/values in f32, before StoreKv
   std::vector<float> attn_;      // [R][q_dim]
   std::vector<float> gate_, up_; // [R][I]
   std::vector<float> logits_;    // [R][V]

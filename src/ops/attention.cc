@@ -1,14 +1,21 @@
-// Scaled dot-product attention with per-row key ranges and an online softmax.
+// Scaled dot-product attention with per-row key ranges and an online softmax, over an f32,
+// f16 or bf16 KV cache.
 //
 // One task = one KV head x a block of query rows. Keys are walked in tiles of kKeyTile
-// positions aligned to absolute multiples of kKeyTile, and every query row and every query
-// head of the GQA group that reads this KV head is updated from the tile while it is in cache:
-// a 16-row verify streams the KV cache once, not 16 times, which is what keeps its cost near
-// one decode step at long context.
+// positions aligned to absolute multiples of kKeyTile. A tile's keys and values are widened to
+// f32 once per task, into a scratch tile that stays in L1, and every query row and every query
+// head of the GQA group that reads this KV head is updated from it: a 16-row verify streams the
+// KV cache once, not 16 times, which is what keeps its cost near one decode step at long context.
+//
+// Scores are computed N keys at a time (N = vector lanes): N accumulators take the lane-wise
+// products over head_dim, then a fixed tree of even/odd lane pair adds folds the N accumulators
+// into one vector of N dot products. That costs about three shuffles and adds per key instead
+// of a horizontal sum per key, so a verify block is bound by the FMAs, not by reductions.
 //
 // Batch invariance: a (row, head) pair's result depends only on its query, its key range and
-// the fixed tile grid, never on the other rows in the call. Its softmax state (running max,
-// running sum, output accumulator) is updated tile by tile in ascending key order.
+// the fixed tile grid, never on the other rows in the call. Each score is one fixed reduction
+// order over head_dim; the softmax state (running max, running sum, output accumulator) is
+// updated tile by tile in ascending key order.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/attention.cc"
@@ -21,6 +28,7 @@
 #define DFLASH_OPS_ATTENTION_ONCE
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -29,92 +37,139 @@
 namespace dflash::ops {
 constexpr int kKeyTile = 32;
 constexpr int64_t kQueryRowsPerTask = 16;
+
+inline void CheckKvType(DType type, const char* what) {
+  if (type != DType::kF32 && type != DType::kF16 && type != DType::kBF16)
+    Fail(what, ": KV element type ", DTypeName(type), " is not f32, f16 or bf16");
+}
 }  // namespace dflash::ops
 #endif
 
 HWY_BEFORE_NAMESPACE();
 namespace dflash::ops::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+constexpr int kLanes = static_cast<int>(hn::MaxLanes(DF()));
+static_assert(kKeyTile % kLanes == 0, "a key tile must hold whole vectors of keys");
 
-HWY_INLINE float Dot(const float* a, const float* b, int dim) {
-  const hn::ScalableTag<float> d;
-  const int N = static_cast<int>(hn::Lanes(d));
-  auto acc = hn::Zero(d);
-  int i = 0;
-  for (; i + N <= dim; i += N) acc = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), acc);
-  float sum = hn::GetLane(hn::SumOfLanes(d, acc));
-  for (; i < dim; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-// Dot(q, k + i * stride, dim) for i < 4, bit for bit: each key keeps its own accumulator and
-// order; computing four at once only gives the FMA units four independent chains to overlap.
-HWY_INLINE void Dot4(const float* q, const float* k, int64_t stride, int dim, float* out) {
-  const hn::ScalableTag<float> d;
-  const int N = static_cast<int>(hn::Lanes(d));
-  auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
-  int i = 0;
-  for (; i + N <= dim; i += N) {
-    const auto qv = hn::LoadU(d, q + i);
-    a0 = hn::MulAdd(qv, hn::LoadU(d, k + i), a0);
-    a1 = hn::MulAdd(qv, hn::LoadU(d, k + stride + i), a1);
-    a2 = hn::MulAdd(qv, hn::LoadU(d, k + 2 * stride + i), a2);
-    a3 = hn::MulAdd(qv, hn::LoadU(d, k + 3 * stride + i), a3);
-  }
-  out[0] = hn::GetLane(hn::SumOfLanes(d, a0));
-  out[1] = hn::GetLane(hn::SumOfLanes(d, a1));
-  out[2] = hn::GetLane(hn::SumOfLanes(d, a2));
-  out[3] = hn::GetLane(hn::SumOfLanes(d, a3));
-  for (; i < dim; ++i) {
-    for (int j = 0; j < 4; ++j) out[j] += q[i] * k[j * stride + i];
+// Widens `rows` positions of head_dim elements (src, `stride` elements apart) to f32 rows
+// hd_pad floats apart, zero-padded to hd_pad. Widening is exact for every type.
+void WidenRows(DType type, const void* src, int64_t stride, int rows, int hd, int hd_pad, float* dst) {
+  const DF d;
+  for (int r = 0; r < rows; ++r) {
+    float* o = dst + static_cast<int64_t>(r) * hd_pad;
+    int i = 0;
+    if (type == DType::kF32) {
+      std::memcpy(o, static_cast<const float*>(src) + r * stride, hd * sizeof(float));
+      i = hd;
+    } else if (type == DType::kF16) {
+      const hn::Rebind<hwy::float16_t, DF> dh;
+      const auto* s = static_cast<const hwy::float16_t*>(src) + r * stride;
+      for (; i + kLanes <= hd; i += kLanes) hn::StoreU(hn::PromoteTo(d, hn::LoadU(dh, s + i)), d, o + i);
+      for (; i < hd; ++i) o[i] = F16ToF32(static_cast<const uint16_t*>(src)[r * stride + i]);
+    } else {
+      const hn::Rebind<hwy::bfloat16_t, DF> db;
+      const auto* s = static_cast<const hwy::bfloat16_t*>(src) + r * stride;
+      for (; i + kLanes <= hd; i += kLanes) hn::StoreU(hn::PromoteTo(d, hn::LoadU(db, s + i)), d, o + i);
+      for (; i < hd; ++i) o[i] = BF16ToF32(static_cast<const uint16_t*>(src)[r * stride + i]);
+    }
+    for (; i < hd_pad; ++i) o[i] = 0.0f;
   }
 }
 
-// acc = acc * rescale, then acc += p[t - t0] * v[t] for keys t in [b, e) in order, over dim
-// floats. Each slice of the accumulator stays in registers for the whole tile (one load and
-// one store per tile, not per key); the per-element operation order is unchanged by that.
-HWY_INLINE void AccumulateTile(float* acc, float rescale, const float* p, const float* v,
-                               int64_t kv_stride, int64_t t0, int64_t b, int64_t e, int dim) {
-  const hn::ScalableTag<float> d;
-  const int N = static_cast<int>(hn::Lanes(d));
+// s[j] = dot(q, kt + j * ks) over dim floats (a multiple of kLanes) for the key blocks
+// [j_begin, j_end) of a tile (multiples of kLanes). Key j's accumulator and its fold are the
+// same whichever other keys are computed, so a score never depends on the block bounds.
+HWY_INLINE void TileScores(const float* q, const float* kt, int64_t ks, int dim, int j_begin, int j_end, float* s) {
+  const DF d;
+  for (int j0 = j_begin; j0 < j_end; j0 += kLanes) {
+    VF acc[kLanes];
+    const float* k0 = kt + j0 * ks;
+    const VF q0 = hn::LoadU(d, q);
+#pragma GCC unroll 16
+    for (int j = 0; j < kLanes; ++j) acc[j] = hn::Mul(q0, hn::LoadU(d, k0 + j * ks));
+    for (int i = kLanes; i < dim; i += kLanes) {
+      const VF qv = hn::LoadU(d, q + i);
+#pragma GCC unroll 16
+      for (int j = 0; j < kLanes; ++j) acc[j] = hn::MulAdd(qv, hn::LoadU(d, k0 + j * ks + i), acc[j]);
+    }
+    // Fold: a step that leaves m vectors makes acc[j] hold keys j*kLanes/m .. (j+1)*kLanes/m - 1
+    // as m lanes of partial sums each; at m = 1, lane j of acc[0] is key j0 + j's dot product.
+#if HWY_TARGET != HWY_SCALAR  // one lane: acc[0] already is the dot product
+#pragma GCC unroll 16
+    for (int n = kLanes; n > 1; n /= 2) {
+#pragma GCC unroll 16
+      for (int j = 0; j < n / 2; ++j) {
+        acc[j] = hn::Add(hn::ConcatEven(d, acc[2 * j + 1], acc[2 * j]), hn::ConcatOdd(d, acc[2 * j + 1], acc[2 * j]));
+      }
+    }
+#endif
+    hn::StoreU(acc[0], d, s + j0);
+  }
+}
+
+// acc = acc * rescale, then acc += p[j] * v[j] for tile keys j in [jb, je) in order, over dim
+// floats (a multiple of kLanes; v rows vs floats apart). Each slice of the accumulator stays
+// in registers for the whole tile (one load and one store per tile, not per key).
+HWY_INLINE void AccumulateTile(float* acc, float rescale, const float* p, const float* v, int64_t v_stride, int jb, int je,
+                               int dim) {
+  const DF d;
   const auto vs = hn::Set(d, rescale);
   int i = 0;
-  for (; i + 4 * N <= dim; i += 4 * N) {
-    auto a0 = hn::Mul(hn::LoadU(d, acc + i), vs), a1 = hn::Mul(hn::LoadU(d, acc + i + N), vs);
-    auto a2 = hn::Mul(hn::LoadU(d, acc + i + 2 * N), vs), a3 = hn::Mul(hn::LoadU(d, acc + i + 3 * N), vs);
-    for (int64_t t = b; t < e; ++t) {
-      const auto pt = hn::Set(d, p[t - t0]);
-      const float* vt = v + t * kv_stride + i;
-      a0 = hn::MulAdd(pt, hn::LoadU(d, vt), a0);
-      a1 = hn::MulAdd(pt, hn::LoadU(d, vt + N), a1);
-      a2 = hn::MulAdd(pt, hn::LoadU(d, vt + 2 * N), a2);
-      a3 = hn::MulAdd(pt, hn::LoadU(d, vt + 3 * N), a3);
+  for (; i + 4 * kLanes <= dim; i += 4 * kLanes) {
+    VF a0 = hn::Mul(hn::LoadU(d, acc + i), vs), a1 = hn::Mul(hn::LoadU(d, acc + i + kLanes), vs);
+    VF a2 = hn::Mul(hn::LoadU(d, acc + i + 2 * kLanes), vs), a3 = hn::Mul(hn::LoadU(d, acc + i + 3 * kLanes), vs);
+    for (int j = jb; j < je; ++j) {
+      const VF pj = hn::Set(d, p[j]);
+      const float* vj = v + j * v_stride + i;
+      a0 = hn::MulAdd(pj, hn::LoadU(d, vj), a0);
+      a1 = hn::MulAdd(pj, hn::LoadU(d, vj + kLanes), a1);
+      a2 = hn::MulAdd(pj, hn::LoadU(d, vj + 2 * kLanes), a2);
+      a3 = hn::MulAdd(pj, hn::LoadU(d, vj + 3 * kLanes), a3);
     }
     hn::StoreU(a0, d, acc + i);
-    hn::StoreU(a1, d, acc + i + N);
-    hn::StoreU(a2, d, acc + i + 2 * N);
-    hn::StoreU(a3, d, acc + i + 3 * N);
+    hn::StoreU(a1, d, acc + i + kLanes);
+    hn::StoreU(a2, d, acc + i + 2 * kLanes);
+    hn::StoreU(a3, d, acc + i + 3 * kLanes);
   }
-  for (; i + N <= dim; i += N) {
-    auto a = hn::Mul(hn::LoadU(d, acc + i), vs);
-    for (int64_t t = b; t < e; ++t) a = hn::MulAdd(hn::Set(d, p[t - t0]), hn::LoadU(d, v + t * kv_stride + i), a);
+  for (; i < dim; i += kLanes) {
+    VF a = hn::Mul(hn::LoadU(d, acc + i), vs);
+    for (int j = jb; j < je; ++j) a = hn::MulAdd(hn::Set(d, p[j]), hn::LoadU(d, v + j * v_stride + i), a);
     hn::StoreU(a, d, acc + i);
-  }
-  for (; i < dim; ++i) {
-    float a = acc[i] * rescale;
-    for (int64_t t = b; t < e; ++t) a = a + p[t - t0] * v[t * kv_stride + i];
-    acc[i] = a;
   }
 }
 
-// exp(s[j] - max) for the kKeyTile scores of a tile, vectorised (padding lanes are -inf -> 0).
+// exp(s[j] - max) for the kKeyTile scores of a tile, vectorised (masked lanes are -inf -> 0).
 HWY_INLINE void ExpShifted(float* s, float max) {
-  const hn::ScalableTag<float> d;
-  const int N = static_cast<int>(hn::Lanes(d));
+  const DF d;
   const auto vmax = hn::Set(d, max);
-  int j = 0;
-  for (; j + N <= kKeyTile; j += N) hn::StoreU(hn::Exp(d, hn::Sub(hn::LoadU(d, s + j), vmax)), d, s + j);
-  for (; j < kKeyTile; ++j) s[j] = std::exp(s[j] - max);
+  for (int j = 0; j < kKeyTile; j += kLanes) hn::StoreU(hn::Exp(d, hn::Sub(hn::LoadU(d, s + j), vmax)), d, s + j);
+}
+
+// s[j] = s[j] * scale for tile keys j in [jb, je), -inf for the others; returns the max.
+HWY_INLINE float ScaleAndMask(float* s, float scale, int jb, int je) {
+  const DF d;
+  const hn::RebindToSigned<DF> di;
+  const auto vneg = hn::Set(d, -std::numeric_limits<float>::infinity()), vscale = hn::Set(d, scale);
+  const auto vjb = hn::Set(di, jb), vje = hn::Set(di, je);
+  auto vmax = vneg;
+  for (int j = 0; j < kKeyTile; j += kLanes) {
+    const auto idx = hn::Iota(di, j);
+    const auto in = hn::RebindMask(d, hn::And(hn::Not(hn::Lt(idx, vjb)), hn::Lt(idx, vje)));
+    const auto v = hn::IfThenElse(in, hn::Mul(hn::LoadU(d, s + j), vscale), vneg);
+    hn::StoreU(v, d, s + j);
+    vmax = hn::Max(vmax, v);
+  }
+  return hn::GetLane(hn::MaxOfLanes(d, vmax));
+}
+
+// The sum of a tile's kKeyTile exp-shifted scores (masked keys are exactly 0), in one fixed order.
+HWY_INLINE float TileSum(const float* s) {
+  const DF d;
+  auto acc = hn::LoadU(d, s);
+  for (int j = kLanes; j < kKeyTile; j += kLanes) acc = hn::Add(acc, hn::LoadU(d, s + j));
+  return hn::GetLane(hn::SumOfLanes(d, acc));
 }
 
 struct RowState {
@@ -122,25 +177,38 @@ struct RowState {
   float sum;
 };
 
-void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionShape& shape,
-                   const float* k, const float* v, int64_t kv_stride, const int32_t* key_begin,
-                   const int32_t* key_end, float* out, int64_t out_stride, ThreadPool& pool) {
+void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionShape& shape, const KvView& kv,
+                   const int32_t* key_begin, const int32_t* key_end, float* out, int64_t out_stride,
+                   ThreadPool& pool) {
   const int hd = shape.head_dim;
+  const int hd_pad = (hd + kLanes - 1) / kLanes * kLanes;
   const int group = shape.n_heads / shape.n_kv_heads;
   const int64_t row_blocks = (M + kQueryRowsPerTask - 1) / kQueryRowsPerTask;
+  const size_t elem = kv.type == DType::kF32 ? 4 : 2;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   pool.ParallelFor(shape.n_kv_heads * row_blocks, [&](int64_t task) {
     const int kvh = static_cast<int>(task / row_blocks);
     const int64_t m0 = (task % row_blocks) * kQueryRowsPerTask;
     const int64_t m1 = std::min(M, m0 + kQueryRowsPerTask);
     const int64_t pairs = (m1 - m0) * group;  // (row, head) pairs of this task
     // Per-thread scratch: grows to the largest task once, then never allocates again.
-    thread_local std::vector<float> acc_buf;
+    thread_local std::vector<float> acc_buf, q_buf, k_tile, v_tile;
     thread_local std::vector<RowState> state_buf;
-    if (acc_buf.size() < static_cast<size_t>(pairs * hd)) acc_buf.resize(pairs * hd);
+    const size_t pair_floats = static_cast<size_t>(pairs) * hd_pad, tile_floats = static_cast<size_t>(kKeyTile) * hd_pad;
+    if (acc_buf.size() < pair_floats) acc_buf.resize(pair_floats), q_buf.resize(pair_floats);
+    if (k_tile.size() < tile_floats) k_tile.resize(tile_floats), v_tile.resize(tile_floats);
     if (state_buf.size() < static_cast<size_t>(pairs)) state_buf.resize(pairs);
     float* acc = acc_buf.data();
+    float* qp = q_buf.data();
     RowState* state = state_buf.data();
-    std::fill(acc, acc + pairs * hd, 0.0f);
+    std::fill(acc, acc + pair_floats, 0.0f);
+    for (int64_t m = m0; m < m1; ++m) {
+      for (int g = 0; g < group; ++g) {
+        float* dst = qp + ((m - m0) * group + g) * hd_pad;
+        std::memcpy(dst, q + m * q_stride + static_cast<int64_t>(kvh * group + g) * hd, hd * sizeof(float));
+        std::fill(dst + hd, dst + hd_pad, 0.0f);
+      }
+    }
     int32_t lo = std::numeric_limits<int32_t>::max(), hi = 0;
     for (int64_t m = m0; m < m1; ++m) {
       if (key_end[m] > key_begin[m]) {
@@ -148,41 +216,42 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
         hi = std::max(hi, key_end[m]);
       }
     }
-    for (int64_t p = 0; p < pairs; ++p) state[p] = {-std::numeric_limits<float>::infinity(), 0.0f};
+    for (int64_t p = 0; p < pairs; ++p) state[p] = {kNegInf, 0.0f};
 
     alignas(64) float s[kKeyTile];
-    const float* k_head = k + static_cast<int64_t>(kvh) * hd;
-    const float* v_head = v + static_cast<int64_t>(kvh) * hd;
+    const auto* k_head = static_cast<const uint8_t*>(kv.k) + static_cast<size_t>(kvh) * hd * elem;
+    const auto* v_head = static_cast<const uint8_t*>(kv.v) + static_cast<size_t>(kvh) * hd * elem;
     for (int64_t t0 = (lo / kKeyTile) * kKeyTile; t0 < hi; t0 += kKeyTile) {
+      // Keys at and past `hi` may not exist: the tile's rows for them stay zero and unread.
+      const int rows = static_cast<int>(std::min<int64_t>(kKeyTile, hi - t0));
+      // A whole f32 tile without padding is read in place (same values, no copy).
+      const float* kt = k_tile.data();
+      const float* vt = v_tile.data();
+      int64_t tile_stride = hd_pad;
+      if (kv.type == DType::kF32 && hd_pad == hd && rows == kKeyTile) {
+        kt = reinterpret_cast<const float*>(k_head + t0 * kv.stride * elem);
+        vt = reinterpret_cast<const float*>(v_head + t0 * kv.stride * elem);
+        tile_stride = kv.stride;
+      } else {
+        WidenRows(kv.type, k_head + t0 * kv.stride * elem, kv.stride, rows, hd, hd_pad, k_tile.data());
+        WidenRows(kv.type, v_head + t0 * kv.stride * elem, kv.stride, rows, hd, hd_pad, v_tile.data());
+        std::fill(k_tile.data() + static_cast<size_t>(rows) * hd_pad, k_tile.data() + tile_floats, 0.0f);
+      }
       for (int64_t m = m0; m < m1; ++m) {
-        const int64_t b = std::max<int64_t>(key_begin[m], t0);
-        const int64_t e = std::min<int64_t>(key_end[m], t0 + kKeyTile);
-        if (b >= e) continue;
+        const int jb = static_cast<int>(std::max<int64_t>(key_begin[m], t0) - t0);
+        const int je = static_cast<int>(std::min<int64_t>(key_end[m], t0 + kKeyTile) - t0);
+        if (jb >= je) continue;
         for (int g = 0; g < group; ++g) {
-          const int h = kvh * group + g;
-          const float* qh = q + m * q_stride + static_cast<int64_t>(h) * hd;
           const int64_t pair = (m - m0) * group + g;
-          float tile_max = -std::numeric_limits<float>::infinity();
-          for (int j = 0; j < kKeyTile;) {
-            const int64_t t = t0 + j;
-            if (t >= b && t + 4 <= e && j + 4 <= kKeyTile) {
-              Dot4(qh, k_head + t * kv_stride, kv_stride, hd, s + j);
-              for (int i = 0; i < 4; ++i) s[j + i] *= shape.scale;
-              j += 4;
-            } else {
-              s[j] = (t >= b && t < e) ? Dot(qh, k_head + t * kv_stride, hd) * shape.scale
-                                       : -std::numeric_limits<float>::infinity();
-              ++j;
-            }
-          }
-          for (int j = 0; j < kKeyTile; ++j) tile_max = std::max(tile_max, s[j]);
+          TileScores(qp + pair * hd_pad, kt, tile_stride, hd_pad, jb / kLanes * kLanes,
+                     (je + kLanes - 1) / kLanes * kLanes, s);
+          const float tile_max = ScaleAndMask(s, shape.scale, jb, je);
           RowState& st = state[pair];
           const float new_max = std::max(st.max, tile_max);
           const float rescale = std::exp(st.max - new_max);  // 0 on the first tile
           ExpShifted(s, new_max);
-          float tile_sum = 0.0f;
-          for (int64_t t = b; t < e; ++t) tile_sum += s[t - t0];
-          AccumulateTile(acc + pair * hd, rescale, s, v_head, kv_stride, t0, b, e, hd);
+          const float tile_sum = TileSum(s);
+          AccumulateTile(acc + pair * hd_pad, rescale, s, vt, tile_stride, jb, je, hd_pad);
           st.sum = st.sum * rescale + tile_sum;
           st.max = new_max;
         }
@@ -190,14 +259,30 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
     }
     for (int64_t m = m0; m < m1; ++m) {
       for (int g = 0; g < group; ++g) {
-        const int h = kvh * group + g;
         const int64_t pair = (m - m0) * group + g;
-        float* o = out + m * out_stride + static_cast<int64_t>(h) * hd;
+        float* o = out + m * out_stride + static_cast<int64_t>(kvh * group + g) * hd;
         const float inv = state[pair].sum > 0.0f ? 1.0f / state[pair].sum : 0.0f;
-        for (int i = 0; i < hd; ++i) o[i] = acc[pair * hd + i] * inv;
+        for (int i = 0; i < hd; ++i) o[i] = acc[pair * hd_pad + i] * inv;
       }
     }
   });
+}
+
+void StoreKvImpl(const float* x, int64_t n, DType type, void* out) {
+  if (type == DType::kF32) {
+    std::memcpy(out, x, n * sizeof(float));
+  } else if (type == DType::kF16) {
+    const DF d;
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    auto* o = static_cast<hwy::float16_t*>(out);
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) hn::StoreU(hn::DemoteTo(dh, hn::LoadU(d, x + i)), dh, o + i);
+    auto* bits = static_cast<uint16_t*>(out);
+    for (; i < n; ++i) bits[i] = F32ToF16(x[i]);
+  } else {
+    auto* bits = static_cast<uint16_t*>(out);
+    for (int64_t i = 0; i < n; ++i) bits[i] = F32ToBF16(x[i]);
+  }
 }
 
 }  // namespace dflash::ops::HWY_NAMESPACE
@@ -206,15 +291,28 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace dflash::ops {
 HWY_EXPORT(AttentionImpl);
+HWY_EXPORT(StoreKvImpl);
+
+void Attention(const float* q, int64_t M, int64_t q_stride, const AttentionShape& shape, const KvView& kv,
+               const int32_t* key_begin, const int32_t* key_end, float* out, int64_t out_stride,
+               ThreadPool& pool) {
+  if (shape.n_kv_heads <= 0 || shape.n_heads % shape.n_kv_heads != 0)
+    Fail("Attention: ", shape.n_heads, " query heads do not group over ", shape.n_kv_heads,
+         " key/value heads");
+  if (shape.head_dim < 1) Fail("Attention: head_dim ", shape.head_dim, " must be positive");
+  CheckKvType(kv.type, "Attention");
+  HWY_DYNAMIC_DISPATCH(AttentionImpl)(q, M, q_stride, shape, kv, key_begin, key_end, out, out_stride, pool);
+}
 
 void Attention(const float* q, int64_t M, int64_t q_stride, const AttentionShape& shape,
                const float* k, const float* v, int64_t kv_stride, const int32_t* key_begin,
                const int32_t* key_end, float* out, int64_t out_stride, ThreadPool& pool) {
-  if (shape.n_kv_heads <= 0 || shape.n_heads % shape.n_kv_heads != 0)
-    Fail("Attention: ", shape.n_heads, " query heads do not group over ", shape.n_kv_heads,
-         " key/value heads");
-  HWY_DYNAMIC_DISPATCH(AttentionImpl)(q, M, q_stride, shape, k, v, kv_stride, key_begin, key_end,
-                                      out, out_stride, pool);
+  Attention(q, M, q_stride, shape, KvView{k, v, kv_stride, DType::kF32}, key_begin, key_end, out, out_stride, pool);
+}
+
+void StoreKv(const float* x, int64_t n, DType type, void* out) {
+  CheckKvType(type, "StoreKv");
+  HWY_DYNAMIC_DISPATCH(StoreKvImpl)(x, n, type, out);
 }
 }  // namespace dflash::ops
 #endif

@@ -47,14 +47,33 @@ struct AttentionShape {
   float scale = 1.0f;  // softmax scale, usually 1/sqrt(head_dim)
 };
 
+// Key/value rows as a cache stores them: n_kv_heads*head_dim elements of `type` (kF32, kF16
+// or kBF16) per position, `stride` elements apart. Attention widens them to f32 exactly, so a
+// reduced-precision cache rounds each value once, when it is stored (StoreKv).
+struct KvView {
+  const void* k = nullptr;
+  const void* v = nullptr;
+  int64_t stride = 0;
+  DType type = DType::kF32;
+};
+
 // Scaled dot-product attention for M query rows.
 // q:   M rows of n_heads*head_dim (row stride q_stride floats).
-// k,v: key/value rows, n_kv_heads*head_dim each, kv_stride floats apart.
+// kv:  the key/value rows.
 // Row m attends to keys [key_begin[m], key_end[m]) (a contiguous range covers causal,
 // bidirectional and sliding-window masks). out: M rows of n_heads*head_dim, out_stride apart.
 void Attention(const float* q, int64_t M, int64_t q_stride, const AttentionShape& shape,
+               const KvView& kv, const int32_t* key_begin, const int32_t* key_end, float* out,
+               int64_t out_stride, ThreadPool& pool);
+
+// The same over f32 rows kv_stride floats apart.
+void Attention(const float* q, int64_t M, int64_t q_stride, const AttentionShape& shape,
                const float* k, const float* v, int64_t kv_stride, const int32_t* key_begin,
                const int32_t* key_end, float* out, int64_t out_stride, ThreadPool& pool);
+
+// Writes n f32 values as `type` (kF32, kF16 or kBF16, round to nearest even) to out: how a
+// KV cache stores a new position. Each element is rounded on its own, so it is batch-invariant.
+void StoreKv(const float* x, int64_t n, DType type, void* out);
 
 // The name of the SIMD target chosen at run time (e.g. "AVX3_ZEN4"), for reports.
 const char* SimdTargetName();

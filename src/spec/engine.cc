@@ -63,6 +63,7 @@ Engine::Engine(const EngineOptions& options) : options_(options), pool_(options.
   TargetOptions topt;
   topt.kv_capacity = options.context;
   topt.max_rows = std::max(options.prefill_chunk, 16);
+  topt.kv_type = options.kv_type;
   topt.own_cache = false;  // every sequence brings its own (Sequence)
   if (IsGgufPath(options.draft_dir)) {
     GgufModel gguf = LoadGguf(options.draft_dir);

@@ -34,6 +34,11 @@ struct EngineOptions {
   // CPUs only; elsewhere the exact path runs). Results stay batch-invariant, not bit-equal to
   // the exact path.
   bool bf16_activations = false;
+  // The target's KV cache elements: kF32, kF16 (half the bytes; within the goldens' f16
+  // tolerance, see tests/golden_test.cc) or kBF16. f32 stays the default: on the 2-core test
+  // machine f16 decode at 4k keys measured slower (185 vs 124 ms/token, Q8_0 0.6B), the
+  // per-tile widening pass not yet hiding the strided DRAM reads.
+  DType kv_type = DType::kF32;
 };
 
 // Defaults a checkpoint ships in generation_config.json (and config.json's eos_token_id).
