@@ -96,9 +96,9 @@ TEST(Policy, BackoffDoublesAndAWinningProbeResetsIt) {
   C c(SpecPolicy::kAdaptive, kBlock);
   Machine m;
   m.agree = 0;
-  m.draft = 30;  // clearly losing: one cycle ends speculation
+  m.draft = 30;  // clearly losing
   m.Run(c);      // plain
-  m.Run(c);      // first probe loses
+  for (int k = 0; k < C::kLossesToFallBack; ++k) m.Run(c);  // the first time: a second loss confirms
   ASSERT_EQ(c.fallbacks(), 1);
   int plain = 0;
   while (c.NextRows() == 1) m.Run(c), ++plain;

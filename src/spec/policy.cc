@@ -23,10 +23,7 @@ constexpr double kPriorReached = 0.2, kPriorAccepted = 0.1;
 // within the last few cycles (its count still above this).
 constexpr double kSeenRecently = 0.25;
 // Probing may cost at most this fraction of the plain steps between probes.
-constexpr double kProbeBudget = 0.05;
-// A cycle whose best verify length commits under this fraction of what plain steps would in the
-// same time ends speculation without waiting for a second loss.
-constexpr double kClearLoss = 0.5;
+constexpr double kProbeBudget = 0.1;
 
 double Blend(double avg, double sample) { return avg < 0 ? sample : avg + kAlpha * (sample - avg); }
 double BlendTime(double avg, double ms) { return Blend(avg, avg < 0 ? ms : std::min(ms, kMaxJump * avg)); }
@@ -116,7 +113,7 @@ void SpeculationController::OnCycle(double draft_ms, double verify_ms, int rows,
     probing_ = false;
     return;
   }
-  if (++losses_ < (probing_ || vs_plain < kClearLoss ? 1 : kLossesToFallBack)) return;
+  if (++losses_ < (probing_ ? 1 : kLossesToFallBack)) return;
   ++fallbacks_;
   probing_ = true;
   losses_ = 0;
