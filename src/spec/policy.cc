@@ -88,11 +88,10 @@ void SpeculationController::OnCycle(double draft_ms, double verify_ms, int rows,
     Fail("internal: cycle of ", rows, " rows with ", accepted, " accepted drafts (block ", block_, ")");
   }
   ++cycles_since_step_;
-  if (fresh_) draft_ms_ = slope_ = tau_ = -1;  // a probe measures the present, not the stretch that lost
+  if (fresh_) draft_ms_ = slope_ = -1;  // a probe measures the present, not the stretch that lost
   fresh_ = false;
   draft_ms_ = BlendTime(draft_ms_, draft_ms);
   if (step_ms_ > 0) slope_ = Blend(slope_, std::clamp((verify_ms / step_ms_ - 1.0) / (rows - 1), 0.0, 4.0));
-  tau_ = Blend(tau_, accepted + 1);
   for (int d = 1; d < block_; ++d) {
     reached_[d] *= kDecay;
     accepted_[d] *= kDecay;

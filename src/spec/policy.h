@@ -38,7 +38,6 @@ class SpeculationController {
   void OnCycle(double draft_ms, double verify_ms, int rows, int accepted);
 
   int fallbacks() const { return fallbacks_; }
-  double tau() const { return tau_; }  // moving average of tokens committed per cycle
   // The expected tokens a cycle verifying `rows` rows commits, from the acceptance estimates.
   double ExpectedTokens(int rows) const;
 
@@ -63,7 +62,6 @@ class SpeculationController {
   double step_ms_ = -1;   // moving average of a plain step (-1: not measured yet)
   double draft_ms_ = -1;  // moving average of a draft pass
   double slope_ = -1;     // moving average of (t_verify / t_step - 1) / (rows - 1)
-  double tau_ = -1;
   // Decayed counts, per draft depth d = 1..block-1, of cycles that verified draft d with drafts
   // 1..d-1 accepted (reached) and of those that accepted it too.
   std::vector<double> reached_, accepted_;
