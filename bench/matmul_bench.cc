@@ -14,6 +14,7 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "ops/ops.h"
+#include "ops/weight_pack.h"
 
 namespace dflash {
 namespace {
@@ -64,6 +65,11 @@ const std::vector<uint8_t>& Weights(DType t, Shape s) {
       }
     }
   }
+  if (ops::HasPackedLayout(t)) {  // MatMul reads Q8_0 / Q4_K in the layout PackMatrices makes
+    auto packed = std::make_unique<std::vector<uint8_t>>(ops::PackedBytes(t, s.rows, s.cols));
+    ops::PackWeight(WeightRef{slot->data(), t, s.rows, s.cols, RowBytes(t, s.cols)}, packed->data(), Pool());
+    slot = std::move(packed);
+  }
   return *slot;
 }
 
@@ -72,6 +78,7 @@ void BM_MatMul(benchmark::State& state, DType t, Shape s, bool bf16_dot) {
   const std::vector<uint8_t>& bytes = Weights(t, s);
   WeightRef w{bytes.data(), t, s.rows, s.cols, RowBytes(t, s.cols)};
   w.bf16_activations = bf16_dot;
+  if (ops::HasPackedLayout(t)) w.layout = WeightLayout::kGroups16;
   std::vector<float> x(M * s.cols), y(M * s.rows);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) / 500.0f - 1.0f;
   for (auto _ : state) {

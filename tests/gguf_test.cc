@@ -9,6 +9,7 @@
 
 #include "core/thread_pool.h"
 #include "io/gguf.h"
+#include "io/quantize_store.h"
 #include "model/qwen3.h"
 #include "ops/ops.h"
 
@@ -65,9 +66,10 @@ TEST(Gguf, ReadsMetadataConfigAndTensorsAsGgufDoes) {
 }
 
 TEST(Gguf, BoundModelIsBatchInvariant) {
-  const GgufModel model = LoadGguf(kFile);
+  GgufModel model = LoadGguf(kFile);
   const TargetConfig cfg = TargetConfigFromGguf(model, kFile);
   ThreadPool pool(2);
+  PackMatrices(model.store, pool);
   TargetOptions o;
   o.kv_capacity = 64;
   o.max_rows = 16;

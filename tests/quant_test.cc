@@ -17,6 +17,7 @@
 #include "ops/amx.h"
 #include "ops/ops.h"
 #include "ops/quant_blocks.h"
+#include "ops/weight_pack.h"
 
 namespace dflash {
 namespace {
@@ -155,6 +156,19 @@ std::vector<uint8_t> RandomBlocks(DType t, int64_t rows, int64_t cols, uint32_t 
   return bytes;
 }
 
+// A random weight as MatMul takes it: Q8_0 and Q4_K packed (ops/weight_pack.h), others in rows.
+struct KernelWeight {
+  KernelWeight(const std::vector<uint8_t>& rows_bytes, DType t, int64_t N, int64_t K) {
+    ref = WeightRef{rows_bytes.data(), t, N, K, RowBytes(t, K)};
+    if (!ops::HasPackedLayout(t)) return;
+    packed.resize(ops::PackedBytes(t, N, K));
+    ThreadPool pool(2);
+    ref = ops::PackWeight(ref, packed.data(), pool);
+  }
+  std::vector<uint8_t> packed;
+  WeightRef ref;
+};
+
 // Every SIMD target compiled in and supported here (AVX3_DL's VNNI path and the portable one).
 std::vector<int64_t> Targets() { return hwy::SupportedAndGeneratedTargets(); }
 
@@ -183,7 +197,8 @@ TEST_P(QuantMatMulTest, WithinActivationRoundingBoundAndBatchInvariant) {
   for (int64_t K : {step, 3 * step, int64_t{1024}}) {  // 3 x 32: an odd block count (half a pair)
     for (int64_t N : {1, 6, 37}) {
       const std::vector<uint8_t> bytes = RandomBlocks(t, N, K, static_cast<uint32_t>(K * 7 + N));
-      const WeightRef w{bytes.data(), t, N, K, RowBytes(t, K)};
+      const KernelWeight kw(bytes, t, N, K);
+      const WeightRef& w = kw.ref;
       std::vector<float> wf(N * K);
       for (int64_t n = 0; n < N; ++n) ops::DequantizeRow(w, n, wf.data() + n * K);
       const int64_t M = 21;
@@ -244,7 +259,8 @@ TEST_P(QuantMatMulTest, AmxPathMatchesVnniBitForBit) {
   const int64_t K = 4 * BlockElems(t) + (BlockElems(t) == 32 ? 32 : 0);  // Q8_0: 5 blocks
   for (int64_t N : {16, 37}) {
     const std::vector<uint8_t> bytes = RandomBlocks(t, N, K, static_cast<uint32_t>(N));
-    const WeightRef w{bytes.data(), t, N, K, RowBytes(t, K)};
+    const KernelWeight kw(bytes, t, N, K);
+    const WeightRef& w = kw.ref;
     const int64_t max_m = 33;
     std::mt19937 rng(static_cast<uint32_t>(K));
     std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -291,7 +307,8 @@ TEST(QuantMatMul, TypicalErrorIsSmall) {
   const int64_t K = 1024, N = 64, M = 4;
   for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
     const std::vector<uint8_t> bytes = RandomBlocks(t, N, K, 5);
-    const WeightRef w{bytes.data(), t, N, K, RowBytes(t, K)};
+    const KernelWeight kw(bytes, t, N, K);
+    const WeightRef& w = kw.ref;
     std::vector<float> wf(K), x(M * K), y(M * N);
     std::mt19937 rng(3);
     std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -316,7 +333,8 @@ TEST(QuantMatMul, TypicalErrorIsSmall) {
 
 TEST(QuantMatMul, ThreadCountDoesNotChangeBits) {
   const std::vector<uint8_t> bytes = RandomBlocks(DType::kQ4_K, 300, 512, 8);
-  const WeightRef w{bytes.data(), DType::kQ4_K, 300, 512, RowBytes(DType::kQ4_K, 512)};
+  const KernelWeight kw(bytes, DType::kQ4_K, 300, 512);
+  const WeightRef& w = kw.ref;
   std::vector<float> x(5 * 512);
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -334,6 +352,88 @@ TEST(QuantMatMul, RejectsPartialBlocks) {
   ThreadPool pool(1);
   const WeightRef bad{bytes.data(), DType::kQ8_0, 1, 48, 34};
   EXPECT_THROW(ops::MatMul(x.data(), 1, bad, nullptr, y.data(), pool), Error);
+}
+
+TEST(QuantMatMul, RejectsUnpackedQ8_0AndQ4_K) {
+  std::vector<uint8_t> bytes(RowBytes(DType::kQ4_K, 256));
+  std::vector<float> x(256), y(1);
+  ThreadPool pool(1);
+  for (DType t : {DType::kQ8_0, DType::kQ4_K}) {
+    const WeightRef rows{bytes.data(), t, 1, 256, RowBytes(t, 256)};
+    try {
+      ops::MatMul(x.data(), 1, rows, nullptr, y.data(), pool);
+      ADD_FAILURE() << DTypeName(t) << " in row layout was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("packed first"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The packed layout holds the row layout's bytes and nothing else: unpacking every row gives
+// them back, DequantizeRow reads both layouts to the same bits, and the padding of a partial
+// last group is zeros (Q8_0: code 0, stored as 0x80).
+TEST(WeightPack, RoundTripsEveryRowAndDequantizesAlike) {
+  ThreadPool pool(2);
+  for (DType t : {DType::kQ8_0, DType::kQ4_K}) {
+    for (int64_t N : {1, 16, 37}) {
+      for (int64_t K : {BlockElems(t), 3 * BlockElems(t), int64_t{1024}}) {
+        const std::vector<uint8_t> bytes = RandomBlocks(t, N, K, static_cast<uint32_t>(N + K));
+        const WeightRef rows{bytes.data(), t, N, K, RowBytes(t, K)};
+        std::vector<uint8_t> packed(ops::PackedBytes(t, N, K));
+        ASSERT_EQ(packed.size(), static_cast<size_t>((N + 15) / 16 * 16) * RowBytes(t, K));
+        const WeightRef w = ops::PackWeight(rows, packed.data(), pool);
+        ASSERT_EQ(w.layout, WeightLayout::kGroups16);
+        std::vector<uint8_t> row(RowBytes(t, K));
+        std::vector<float> a(K), b(K);
+        for (int64_t n = 0; n < N; ++n) {
+          ops::UnpackRow(w, n, row.data());
+          ASSERT_EQ(0, std::memcmp(row.data(), rows.Row(n), row.size())) << DTypeName(t) << " N=" << N << " K=" << K << " row " << n;
+          ops::DequantizeRow(rows, n, a.data());
+          ops::DequantizeRow(w, n, b.data());
+          for (int64_t k = 0; k < K; ++k) ASSERT_EQ(std::bit_cast<uint32_t>(a[k]), std::bit_cast<uint32_t>(b[k]));
+        }
+        // Bytes that came from no row are the padding rows'.
+        size_t from_rows = N * RowBytes(t, K), zero_or_code0 = 0;
+        for (uint8_t v : packed) zero_or_code0 += (v == 0 || (t == DType::kQ8_0 && v == 0x80));
+        EXPECT_GE(zero_or_code0, packed.size() - from_rows) << DTypeName(t) << " N=" << N;
+        EXPECT_THROW(ops::PackWeight(w, packed.data(), pool), Error);
+        EXPECT_THROW(ops::UnpackRow(rows, 0, row.data()), Error);
+        EXPECT_THROW(ops::UnpackRow(w, N, row.data()), Error);
+      }
+    }
+  }
+  const std::vector<uint8_t> q6 = RandomBlocks(DType::kQ6_K, 2, 256, 1);
+  std::vector<uint8_t> out(ops::PackedBytes(DType::kQ6_K, 2, 256));
+  EXPECT_THROW(ops::PackWeight(WeightRef{q6.data(), DType::kQ6_K, 2, 256, RowBytes(DType::kQ6_K, 256)}, out.data(), pool), Error);
+}
+
+// PackMatrices packs the store's Q8_0 / Q4_K matrices once, 64-byte aligned, and leaves other
+// tensors alone.
+TEST(WeightPack, PackMatricesPacksQuantisedMatricesOnce) {
+  ThreadPool pool(2);
+  const std::vector<uint8_t> q8 = RandomBlocks(DType::kQ8_0, 20, 64, 2);
+  const std::vector<uint8_t> q6 = RandomBlocks(DType::kQ6_K, 3, 256, 3);
+  TensorStore store("<test>");
+  const auto add = [&](const std::string& name, DType dtype, std::vector<int64_t> shape, const std::vector<uint8_t>& bytes) {
+    Tensor t;
+    t.name = name;
+    t.dtype = dtype;
+    t.shape = std::move(shape);
+    t.data = bytes.data();
+    t.nbytes = bytes.size();
+    store.Add(std::move(t));
+  };
+  add("q8", DType::kQ8_0, {20, 64}, q8);
+  add("q6", DType::kQ6_K, {3, 256}, q6);
+  EXPECT_EQ(PackMatrices(store, pool), 1);
+  EXPECT_EQ(PackMatrices(store, pool), 0);
+  const Tensor& t = *store.Find("q8");
+  EXPECT_EQ(t.layout, WeightLayout::kGroups16);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data) % 64, 0u);
+  EXPECT_EQ(store.Find("q6")->layout, WeightLayout::kRows);
+  std::vector<uint8_t> row(RowBytes(DType::kQ8_0, 64));
+  ops::UnpackRow(AsWeight(t), 19, row.data());
+  EXPECT_EQ(0, std::memcmp(row.data(), q8.data() + 19 * row.size(), row.size()));
 }
 
 TEST(LoadTimeQuant, QuantizesBf16MatricesAndRejectsBadInput) {

@@ -264,6 +264,8 @@ TEST(Spec, GreedyDFlashEqualsPlainOnQuantisedWeights) {
     // Target: 2 + 7 per layer matrices; draft: fc + 7 per layer.
     EXPECT_EQ(QuantizeMatrices(rt->weights.store, q, pool), 2 + 7 * 4);
     EXPECT_EQ(QuantizeMatrices(rd->weights.store, q, pool), 1 + 7 * 2);
+    PackMatrices(rt->weights.store, pool);
+    PackMatrices(rd->weights.store, pool);
     EXPECT_EQ(rt->weights.store.Find("lm_head.weight")->dtype, q);
     TargetOptions o = Options(0);
     o.capture_layers = {0, 2, 3};

@@ -10,6 +10,11 @@
 
 namespace dflash {
 
+// How a 2-D weight's rows are laid out. kRows: row after row, as files store them. kGroups16:
+// rows in groups of 16 with each block's fields interleaved across the group, the order the
+// 16-column SIMD kernels consume them in (ops/weight_pack.h; Q8_0 and Q4_K only).
+enum class WeightLayout : uint8_t { kRows, kGroups16 };
+
 struct Tensor {
   std::string name;
   DType dtype = DType::kF32;
@@ -18,6 +23,7 @@ struct Tensor {
   size_t nbytes = 0;
   std::string file;  // where it came from, for error messages
   bool bf16_activations = false;  // see WeightRef
+  WeightLayout layout = WeightLayout::kRows;
 
   int64_t numel() const {
     int64_t n = 1;
@@ -28,7 +34,8 @@ struct Tensor {
 };
 
 // A 2-D weight as kernels see it: `rows` output features, each `cols` inputs wide, rows
-// `row_bytes` apart. Quantised dtypes keep their native block layout.
+// `row_bytes` apart (kRows; kGroups16 groups are 16 * row_bytes apart). Quantised dtypes keep
+// their native blocks.
 struct WeightRef {
   const uint8_t* data = nullptr;
   DType dtype = DType::kF32;
@@ -38,6 +45,8 @@ struct WeightRef {
   // BF16 weights only: MatMul may round x to bf16 and use native bf16 dot products
   // (AVX512_BF16), trading exact f32 products for about 2x the arithmetic rate.
   bool bf16_activations = false;
+  WeightLayout layout = WeightLayout::kRows;
+  // kRows only.
   const uint8_t* Row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
 };
 

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "ops/ops.h"
+#include "ops/weight_pack.h"
 
 namespace dflash {
 
@@ -50,6 +51,21 @@ int QuantizeMatrices(TensorStore& store, DType to, ThreadPool& pool) {
     ++converted;
   }
   return converted;
+}
+
+int PackMatrices(TensorStore& store, ThreadPool& pool) {
+  constexpr size_t kAlign = 64;
+  int packed = 0;
+  for (const std::string& name : store.Names()) {
+    const Tensor& t = *store.Find(name);
+    if (t.shape.size() != 2 || !ops::HasPackedLayout(t.dtype) || t.layout != WeightLayout::kRows) continue;
+    std::vector<uint8_t> storage(ops::PackedBytes(t.dtype, t.shape[0], t.shape[1]) + kAlign - 1);
+    const size_t offset = (kAlign - reinterpret_cast<uintptr_t>(storage.data()) % kAlign) % kAlign;
+    ops::PackWeight(AsWeight(t), storage.data() + offset, pool);
+    store.ReplaceWithPacked(name, std::move(storage), offset);
+    ++packed;
+  }
+  return packed;
 }
 
 }  // namespace dflash

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "ops/ops.h"
+#include "ops/weight_pack.h"
 
 namespace dflash {
 
@@ -38,11 +39,27 @@ void TensorStore::ReplaceTensor(const std::string& name, DType dtype, std::vecto
     Fail(origin_, ": tensor '", name, "': ", bytes.size(), " bytes of ", DTypeName(dtype),
          " do not fit shape ", shaped.ShapeString());
   }
-  owned_.push_back(std::make_unique<std::vector<uint8_t>>(std::move(bytes)));
+  std::vector<uint8_t>& owned = owned_[name] = std::move(bytes);
   t.dtype = dtype;
   t.shape = std::move(shaped.shape);
-  t.data = owned_.back()->data();
-  t.nbytes = owned_.back()->size();
+  t.data = owned.data();
+  t.nbytes = owned.size();
+  t.layout = WeightLayout::kRows;
+}
+
+void TensorStore::ReplaceWithPacked(const std::string& name, std::vector<uint8_t> storage, size_t offset) {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) Fail(origin_, ": tensor '", name, "' is missing");
+  Tensor& t = it->second;
+  const size_t expect = t.shape.size() == 2 ? ops::PackedBytes(t.dtype, t.shape[0], t.shape[1]) : 0;
+  if (t.shape.size() != 2 || offset > storage.size() || storage.size() - offset < expect) {
+    Fail(origin_, ": tensor '", name, "': ", storage.size() - std::min(offset, storage.size()),
+         " bytes do not hold a packed ", DTypeName(t.dtype), " ", t.ShapeString());
+  }
+  std::vector<uint8_t>& owned = owned_[name] = std::move(storage);  // frees the rows it replaces
+  t.data = owned.data() + offset;
+  t.nbytes = expect;
+  t.layout = WeightLayout::kGroups16;
 }
 
 void TensorStore::Remove(const std::string& name) {
@@ -90,6 +107,7 @@ WeightRef AsWeight(const Tensor& t) {
   }
   w.row_bytes = RowBytes(t.dtype, w.cols);
   w.bf16_activations = t.bf16_activations;
+  w.layout = t.layout;
   return w;
 }
 

@@ -26,6 +26,9 @@ class TensorStore {
   // packed uint32 words); the bytes must be a whole number of `dtype` rows of shape.back().
   void ReplaceTensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
                      std::vector<uint8_t> bytes);
+  // Tensor `name` in the kGroups16 layout (ops/weight_pack.h), same dtype and shape: its
+  // bytes start `offset` bytes into `storage` (where the caller aligned them).
+  void ReplaceWithPacked(const std::string& name, std::vector<uint8_t> storage, size_t offset);
   void Remove(const std::string& name);  // throws when absent
 
   // Lets MatMul round activations to bf16 against every 2-D BF16 tensor (WeightRef::
@@ -42,7 +45,8 @@ class TensorStore {
  private:
   std::string origin_;
   std::vector<std::unique_ptr<MappedFile>> files_;
-  std::vector<std::unique_ptr<std::vector<uint8_t>>> owned_;  // ReplaceData's buffers
+  // Replaced tensors' bytes, by tensor name (a second replacement frees the first's).
+  std::unordered_map<std::string, std::vector<uint8_t>> owned_;
   std::unordered_map<std::string, Tensor> tensors_;
 };
 

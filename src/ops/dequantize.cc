@@ -1,11 +1,14 @@
 // Row dequantisation: embedding lookups and the reference every quantised kernel is tested
 // against. Runs once per token per table, so plain scalar code is fast enough. Block formats
 // follow ops/quant_blocks.h, with the gguf package's order of float operations.
+#include <vector>
+
 #include "core/error.h"
 #include "ops/matmul_mlx.h"
 #include "ops/mlx_affine.h"
 #include "ops/ops.h"
 #include "ops/quant_blocks.h"
+#include "ops/weight_pack.h"
 
 namespace dflash::ops {
 
@@ -53,7 +56,15 @@ void DequantQ6_K(const uint8_t* b, float* out) {
 
 void DequantizeRow(const WeightRef& w, int64_t row, float* out) {
   if (row < 0 || row >= w.rows) Fail("DequantizeRow: row ", row, " out of range [0, ", w.rows, ")");
-  const uint8_t* p = w.Row(row);
+  const uint8_t* p = nullptr;
+  if (w.layout == WeightLayout::kGroups16) {
+    thread_local std::vector<uint8_t> unpacked;
+    unpacked.resize(w.row_bytes);
+    UnpackRow(w, row, unpacked.data());
+    p = unpacked.data();
+  } else {
+    p = w.Row(row);
+  }
   switch (w.dtype) {
     case DType::kF32:
       __builtin_memcpy(out, p, static_cast<size_t>(w.cols) * sizeof(float));

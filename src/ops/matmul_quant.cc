@@ -11,16 +11,17 @@
 // and threads only choose which (m, n) share a pass.
 //
 // Targets: AVX3_DL (Ice Lake, Zen 4 and later; Highway checks AVX512_VNNI for it) computes 16
-// output columns per vector: the 16 weight rows' codes of a sub-block are transposed in
-// registers so that lane c of a vector holds 4 codes of column c, and one vpdpbusd against 4
-// broadcast activation codes advances all 16 columns. The transposed codes then stay in
-// registers for up to 16 activation rows, so a 16-row verify reads and unpacks each weight
-// block once (the decode shape, one row, is bound by memory either way). Other targets run a
-// portable scalar-integer path.
+// output columns per vector: lane c of a code vector holds 4 codes of column c, and one
+// vpdpbusd against 4 broadcast activation codes advances all 16 columns. Q8_0 and Q4_K weights
+// are stored that way at load (ops/weight_pack.h), so a block is a few contiguous loads; Q4_0
+// and Q6_K rows are transposed in registers per block. The code vectors then serve up to 16
+// activation rows, so a 16-row verify reads and unpacks each weight block once (the decode
+// shape, one row, is bound by memory either way). Other targets run a portable scalar path.
 //
-// AMX (ops/amx.h): with 8 or more rows, Q8_0 and Q4_K use int8 tile dot products instead,
-// which do a 16-column x 16-row x 32-element block in one instruction; each output element
-// still gets exactly Step()'s f32 operations, so the two paths agree bit for bit.
+// AMX (ops/amx.h): with 8 or more rows, Q8_0 and Q4_K use int8 tile dot products instead: the
+// packed weights of a block are the B operand as they lie in memory, 16 activation rows the A
+// operand, and one instruction computes the block's 16 x 16 integer sums; each output element
+// then gets exactly Step()'s f32 operations (ScaleBlock), so the two paths agree bit for bit.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/matmul_quant.cc"
@@ -39,6 +40,7 @@
 #include "ops/matmul_quant.h"
 #include "ops/quant_activations.h"
 #include "ops/quant_blocks.h"
+#include "ops/weight_pack.h"
 namespace dflash::ops {
 // Output columns per vector (16 f32 / int32 lanes) and the most activation rows per pass.
 constexpr int64_t kQCols = 16;
@@ -74,19 +76,21 @@ namespace dflash::ops::HWY_NAMESPACE {
 using namespace quant;
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Quantises M rows of x (see quant_activations.h). Vectorised because it runs once per
-// MatMul on the calling thread while the pool waits; every step is a function of one row.
-void QuantizeActivations(const float* x, int64_t M, int64_t K, int offset, QuantizedRows& out) {
+// Quantises M rows of x (see quant_activations.h) into codes with room for tile_rows >= M.
+// Vectorised because it runs once per MatMul on the calling thread while the pool waits;
+// every step is a function of one row.
+void QuantizeActivations(const float* x, int64_t M, int64_t K, int offset, int64_t tile_rows,
+                         QuantizedRows& out) {
   out.rows = M;
   out.k = K;
   out.k_pad = (K + 63) / 64 * 64;
-  out.tiles = 0;
+  out.tile_rows = tile_rows;
   const int64_t kp = out.k_pad;
   // assign() rather than resize(): the padding must be zero whatever an earlier call left.
-  out.codes.assign(M * kp, 0);
-  out.init16.assign(M * kp / 16, 0);
-  out.block_scale.assign(M * kp / 32, 0.0f);
-  out.block_sum.assign(M * kp / 32, 0.0f);
+  out.codes.assign(tile_rows * kp, 0);
+  out.init16.assign(tile_rows * kp / 16, 0);
+  out.block_scale.assign(tile_rows * kp / 32, 0.0f);
+  out.block_sum.assign(tile_rows * kp / 32, 0.0f);
   const hn::CappedTag<float, 16> df;
   const hn::RebindToSigned<decltype(df)> di;
   const hn::Rebind<int8_t, decltype(df)> d8;
@@ -125,11 +129,19 @@ struct DecodedRow {
   std::vector<int8_t> codes;  // [K] code - offset
   std::vector<float> scale;   // [K/16]
   std::vector<float> mins;    // [K/32] Q4_K: dmin * m, else empty
+  std::vector<uint8_t> row_bytes;  // a packed weight's row, unpacked
 };
 
 void DecodeRow(const WeightRef& w, int64_t n, DecodedRow& out) {
   const int64_t K = w.cols;
-  const uint8_t* row = w.Row(n);
+  const uint8_t* row = nullptr;
+  if (w.layout == WeightLayout::kGroups16) {
+    out.row_bytes.resize(w.row_bytes);
+    UnpackRow(w, n, out.row_bytes.data());
+    row = out.row_bytes.data();
+  } else {
+    row = w.Row(n);
+  }
   out.codes.resize(K);
   out.scale.resize(K / 16);
   out.mins.assign(w.dtype == DType::kQ4_K ? K / 32 : 0, 0.0f);
@@ -198,29 +210,177 @@ void PortableColumns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begi
 
 #if HWY_TARGET == HWY_AVX3_DL
 // ------------------------------------------------------------------------------------------
-// AVX3_DL path: 16 output columns per vector. A format decodes, per block of the 16 weight
-// rows of a column group, code vectors whose lane c holds 4 consecutive codes of row c, and
-// the per-column scales; Step() then runs them against up to 16 activation rows.
+// AVX3_DL path: 16 output columns per vector. A format produces, per block of a 16-column
+// group, code vectors whose lane c holds 4 consecutive codes of column c, and the per-column
+// scales; Step() then runs them against up to 16 activation rows.
 
 inline __m512i Nibbles() { return _mm512_set1_epi8(0x0F); }
-
-// The 16 weight rows of a column group. Rows past the matrix end repeat the last real row:
-// their lanes are computed and never stored.
-struct ColumnGroup {
-  const uint8_t* row[kQCols];
-  __m512i offsets;  // row[c] - row[0], for gathers of one dword per row
-  int count;        // real columns
-};
-
-inline __m512i GatherDword(const ColumnGroup& g, int64_t byte_offset) {
-  return _mm512_i32gather_epi32(g.offsets, g.row[0] + byte_offset, 1);
-}
+inline __m512i LoadVector(const uint8_t* p) { return _mm512_loadu_si512(p); }
 
 // The f16 in the low (kHigh: high) half of every dword, as f32.
 template <bool kHigh = false>
 inline __m512 F16Lanes(__m512i v) {
   if (kHigh) v = _mm512_srli_epi32(v, 16);
   return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+}
+
+// acc += (wscale * d_x) * isum, then (kMin) acc -= wmin * (sum of the row's inputs in the
+// block): the f32 operations every output element gets per block, in both the VNNI and the
+// tile path.
+template <bool kMin>
+HWY_INLINE void ScaleBlock(__m512i isum, __m512 wscale, __m512 wmin, float dx, float bsum, __m512& acc) {
+  const __m512 s = _mm512_mul_ps(wscale, _mm512_set1_ps(dx));
+  acc = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(isum), acc);
+  if (kMin) acc = _mm512_fnmadd_ps(wmin, _mm512_set1_ps(bsum), acc);
+}
+
+// The integer sums of a block start at -offset * (sum of the x codes it covers).
+template <int Q>
+HWY_INLINE int32_t CodeInit(const QuantizedRows& xq, int64_t r, int64_t k0) {
+  const int32_t* i16 = xq.Init16(r) + k0 / 16;
+  return Q == 8 ? i16[0] + i16[1] : i16[0];
+}
+
+// acc[r] += block of Q code vectors (8: a 32-element block, 4: a 16-element group) at k0
+// against row m + r's codes, scaled; kInit applies the codes' offset.
+template <int R, int Q, bool kInit, bool kMin>
+HWY_INLINE void Step(const __m512i* codes, __m512 wscale, __m512 wmin, const QuantizedRows& xq,
+                     int64_t m, int64_t k0, __m512 (&acc)[R]) {
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    const int8_t* xc = xq.Codes(m + r) + k0;
+    // With few rows a single vpdpbusd chain would wait on its own latency; integer sums are
+    // exact, so splitting the chain changes no bit.
+    constexpr int kChains = R == 1 ? 4 : R == 2 ? 2 : 1;
+    __m512i part[kChains];
+    part[0] = _mm512_set1_epi32(kInit ? CodeInit<Q>(xq, m + r, k0) : 0);
+    for (int c = 1; c < kChains; ++c) part[c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int q = 0; q < Q; ++q) {
+      int32_t x4;
+      __builtin_memcpy(&x4, xc + 4 * q, 4);
+      part[q % kChains] = _mm512_dpbusd_epi32(part[q % kChains], codes[q], _mm512_set1_epi32(x4));
+    }
+    __m512i isum = part[0];
+    for (int c = 1; c < kChains; ++c) isum = _mm512_add_epi32(isum, part[c]);
+    ScaleBlock<kMin>(isum, wscale, wmin, xq.BlockScale(m + r)[k0 / 32], xq.BlockSum(m + r)[k0 / 32], acc[r]);
+  }
+}
+
+// ---- Packed formats (Q8_0, Q4_K): a column group is 16 * row_bytes contiguous bytes.
+struct PackedColumns {
+  const uint8_t* base;
+  int64_t blocks;  // blocks (Q8_0) or super-blocks (Q4_K) per row
+  int count;       // real columns; the packed padding rows are zeros
+};
+
+inline PackedColumns MakePackedColumns(const WeightRef& w, int64_t n, int64_t n_end) {
+  return {PackedGroup(w, n / kPackRows), w.cols / BlockElems(w.dtype),
+          static_cast<int>(std::min(kQCols, n_end - n))};
+}
+
+// Q4_K's per-column scales of one super-block: sub-block j's weight scale d * sc_j and min
+// dmin * m_j, each one f32 product, in every path.
+struct Q4KScales {
+  __m512 d, dmin;
+  // The 12 packed scale bytes as words w0..w2 (see Q4KScaleMin): bytes j of sc_lo / m_lo
+  // are sub-blocks j < 4, bytes of sc_hi / m_hi sub-blocks 4 + j.
+  __m512i sc_lo, m_lo, sc_hi, m_hi;
+
+  // head: a packed super-block head (ops/weight_pack.h).
+  explicit HWY_INLINE Q4KScales(const uint8_t* head) {
+    const __m512i dd = LoadVector(head);
+    d = F16Lanes(dd);
+    dmin = F16Lanes<true>(dd);
+    const __m512i w0 = LoadVector(head + 64), w1 = LoadVector(head + 128), w2 = LoadVector(head + 192);
+    const __m512i six = _mm512_set1_epi8(63), low4 = Nibbles(), top2 = _mm512_set1_epi8(3);
+    sc_lo = _mm512_and_si512(w0, six);
+    m_lo = _mm512_and_si512(w1, six);
+    sc_hi = _mm512_or_si512(_mm512_and_si512(w2, low4),
+                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, 6), top2), 4));
+    m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 4), low4),
+                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w1, 6), top2), 4));
+  }
+  HWY_INLINE __m512 Scale(int j) const { return _mm512_mul_ps(d, SubBlockByte(j < 4 ? sc_lo : sc_hi, j)); }
+  HWY_INLINE __m512 Min(int j) const { return _mm512_mul_ps(dmin, SubBlockByte(j < 4 ? m_lo : m_hi, j)); }
+
+ private:
+  static HWY_INLINE __m512 SubBlockByte(__m512i v, int j) {
+    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 8 * (j % 4)), _mm512_set1_epi32(0xFF)));
+  }
+};
+
+// A format's column groups: Group, and Make(w, n, n_end) for the columns from n.
+struct PackedLayout {
+  using Group = PackedColumns;
+  static Group Make(const WeightRef& w, int64_t n, int64_t n_end) { return MakePackedColumns(w, n, n_end); }
+};
+
+// Where block b's pieces lie in a packed group.
+inline const uint8_t* Q8_0Codes(const PackedColumns& g, int64_t b) { return g.base + 512 * b; }
+inline __m512 Q8_0Scales(const PackedColumns& g, int64_t b) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.base + 512 * g.blocks + 32 * b)));
+}
+inline const uint8_t* Q4_KQs(const PackedColumns& g, int64_t b, int chunk) { return g.base + 2048 * b + 512 * chunk; }
+inline const uint8_t* Q4_KHead(const PackedColumns& g, int64_t b) { return g.base + 2048 * g.blocks + 256 * b; }
+
+struct Q8_0Format : PackedLayout {
+  static constexpr int64_t kElems = 32;
+  template <int R>
+  static HWY_INLINE void Block(const Group& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R]) {
+    __m512i codes[8];
+    for (int i = 0; i < 8; ++i) codes[i] = LoadVector(Q8_0Codes(g, b) + 64 * i);
+    Step<R, 8, true, false>(codes, Q8_0Scales(g, b), _mm512_setzero_ps(), xq, m, 32 * b, acc);
+  }
+};
+
+struct Q4_KFormat : PackedLayout {
+  static constexpr int64_t kElems = 256;
+  template <int R>
+  static HWY_INLINE void Block(const Group& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R]) {
+    const Q4KScales scales(Q4_KHead(g, b));
+    for (int chunk = 0; chunk < 4; ++chunk) {
+      for (int h = 0; h < 2; ++h) {
+        const int j = 2 * chunk + h;  // sub-block: low nibbles, then high nibbles
+        __m512i codes[8];
+        for (int i = 0; i < 8; ++i) {
+          const __m512i t = LoadVector(Q4_KQs(g, b, chunk) + 64 * i);
+          codes[i] = _mm512_and_si512(h ? _mm512_srli_epi16(t, 4) : t, Nibbles());
+        }
+        Step<R, 8, false, true>(codes, scales.Scale(j), scales.Min(j), xq, m, 256 * b + 32 * j, acc);
+      }
+    }
+  }
+};
+
+// ---- Row-layout formats (Q4_0, Q6_K): the 16 rows of a column group are transposed per
+// block. Rows past the matrix end repeat the last real row: their lanes are computed and
+// never stored.
+struct ColumnGroup {
+  const uint8_t* row[kQCols];
+  __m512i offsets;  // row[c] - row[0], for gathers of one dword per row
+  int count;        // real columns
+};
+
+inline ColumnGroup MakeColumnGroup(const WeightRef& w, int64_t n, int64_t n_end) {
+  ColumnGroup g;
+  g.count = static_cast<int>(std::min(kQCols, n_end - n));
+  alignas(64) int32_t offsets[kQCols];
+  for (int c = 0; c < kQCols; ++c) {
+    g.row[c] = w.Row(n + std::min(c, g.count - 1));
+    offsets[c] = static_cast<int32_t>(g.row[c] - g.row[0]);
+  }
+  g.offsets = _mm512_load_si512(offsets);
+  return g;
+}
+
+struct RowLayout {
+  using Group = ColumnGroup;
+  static Group Make(const WeightRef& w, int64_t n, int64_t n_end) { return MakeColumnGroup(w, n, n_end); }
+};
+
+inline __m512i GatherDword(const ColumnGroup& g, int64_t byte_offset) {
+  return _mm512_i32gather_epi32(g.offsets, g.row[0] + byte_offset, 1);
 }
 
 // v[j] lane c = bytes 4j..4j+3 of the 32 bytes at row[c] + off (an 8 x 16 dword transpose).
@@ -267,54 +427,7 @@ HWY_INLINE void Transpose16(const ColumnGroup& g, int64_t off, __m512i v[4]) {
   v[3] = _mm512_unpackhi_epi64(hi01, hi23);
 }
 
-// acc[r] += (wscale * d_x) * (integer dot of Q code vectors with the row's codes at k0),
-// then (kMin) acc[r] -= wmin * (sum of the row's inputs in the 32-block of k0). Q is 8 (a
-// 32-element block) or 4 (a 16-element group); kInit applies the codes' offset.
-template <int R, int Q, bool kInit, bool kMin>
-HWY_INLINE void Step(const __m512i* codes, __m512 wscale, __m512 wmin, const QuantizedRows& xq,
-                     int64_t m, int64_t k0, __m512 (&acc)[R]) {
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) {
-    const int8_t* xc = xq.Codes(m + r) + k0;
-    int32_t init = 0;
-    if (kInit) {
-      const int32_t* i16 = xq.Init16(m + r) + k0 / 16;
-      init = Q == 8 ? i16[0] + i16[1] : i16[0];
-    }
-    // With few rows a single vpdpbusd chain would wait on its own latency; integer sums are
-    // exact, so splitting the chain changes no bit.
-    constexpr int kChains = R == 1 ? 4 : R == 2 ? 2 : 1;
-    __m512i part[kChains];
-    part[0] = _mm512_set1_epi32(init);
-    for (int c = 1; c < kChains; ++c) part[c] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-    for (int q = 0; q < Q; ++q) {
-      int32_t x4;
-      __builtin_memcpy(&x4, xc + 4 * q, 4);
-      part[q % kChains] = _mm512_dpbusd_epi32(part[q % kChains], codes[q], _mm512_set1_epi32(x4));
-    }
-    __m512i isum = part[0];
-    for (int c = 1; c < kChains; ++c) isum = _mm512_add_epi32(isum, part[c]);
-    const __m512 s = _mm512_mul_ps(wscale, _mm512_set1_ps(xq.BlockScale(m + r)[k0 / 32]));
-    acc[r] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(isum), acc[r]);
-    if (kMin) acc[r] = _mm512_fnmadd_ps(wmin, _mm512_set1_ps(xq.BlockSum(m + r)[k0 / 32]), acc[r]);
-  }
-}
-
-struct Q8_0Format {
-  static constexpr int64_t kElems = 32;
-  template <int R>
-  static HWY_INLINE void Block(const ColumnGroup& g, int64_t b, const QuantizedRows& xq, int64_t m,
-                               __m512 (&acc)[R]) {
-    const int64_t off = b * kQ8_0Bytes;
-    __m512i codes[8];
-    Transpose32(g, off + 2, codes);
-    for (__m512i& c : codes) c = _mm512_xor_si512(c, _mm512_set1_epi8(static_cast<char>(0x80)));
-    Step<R, 8, true, false>(codes, F16Lanes(GatherDword(g, off)), _mm512_setzero_ps(), xq, m, 32 * b, acc);
-  }
-};
-
-struct Q4_0Format {
+struct Q4_0Format : RowLayout {
   static constexpr int64_t kElems = 32;
   template <int R>
   static HWY_INLINE void Block(const ColumnGroup& g, int64_t b, const QuantizedRows& xq, int64_t m,
@@ -330,58 +443,7 @@ struct Q4_0Format {
   }
 };
 
-// Q4_K's per-column scales of one super-block: sub-block j's weight scale d * sc_j and min
-// dmin * m_j, each one f32 product, in every path.
-struct Q4KScales {
-  __m512 d, dmin;
-  // The 12 packed scale bytes as words w0..w2 (see Q4KScaleMin): bytes j of sc_lo / m_lo
-  // are sub-blocks j < 4, bytes of sc_hi / m_hi sub-blocks 4 + j.
-  __m512i sc_lo, m_lo, sc_hi, m_hi;
-
-  HWY_INLINE Q4KScales(const ColumnGroup& g, int64_t off) {
-    const __m512i dd = GatherDword(g, off);
-    d = F16Lanes(dd);
-    dmin = F16Lanes<true>(dd);
-    const __m512i w0 = GatherDword(g, off + kQ4_KScales), w1 = GatherDword(g, off + kQ4_KScales + 4);
-    const __m512i w2 = GatherDword(g, off + kQ4_KScales + 8);
-    const __m512i six = _mm512_set1_epi8(63), low4 = Nibbles(), top2 = _mm512_set1_epi8(3);
-    sc_lo = _mm512_and_si512(w0, six);
-    m_lo = _mm512_and_si512(w1, six);
-    sc_hi = _mm512_or_si512(_mm512_and_si512(w2, low4),
-                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w0, 6), top2), 4));
-    m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w2, 4), low4),
-                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(w1, 6), top2), 4));
-  }
-  HWY_INLINE __m512 Scale(int j) const { return _mm512_mul_ps(d, SubBlockByte(j < 4 ? sc_lo : sc_hi, j)); }
-  HWY_INLINE __m512 Min(int j) const { return _mm512_mul_ps(dmin, SubBlockByte(j < 4 ? m_lo : m_hi, j)); }
-
- private:
-  static HWY_INLINE __m512 SubBlockByte(__m512i v, int j) {
-    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 8 * (j % 4)), _mm512_set1_epi32(0xFF)));
-  }
-};
-
-struct Q4_KFormat {
-  static constexpr int64_t kElems = 256;
-  template <int R>
-  static HWY_INLINE void Block(const ColumnGroup& g, int64_t b, const QuantizedRows& xq, int64_t m,
-                               __m512 (&acc)[R]) {
-    const int64_t off = b * kQ4_KBytes;
-    const Q4KScales scales(g, off);
-    for (int chunk = 0; chunk < 4; ++chunk) {
-      __m512i t[8];
-      Transpose32(g, off + kQ4_KQs + 32 * chunk, t);
-      for (int h = 0; h < 2; ++h) {
-        const int j = 2 * chunk + h;  // sub-block: low nibbles, then high nibbles
-        __m512i codes[8];
-        for (int i = 0; i < 8; ++i) codes[i] = _mm512_and_si512(h ? _mm512_srli_epi16(t[i], 4) : t[i], Nibbles());
-        Step<R, 8, false, true>(codes, scales.Scale(j), scales.Min(j), xq, m, 256 * b + 32 * j, acc);
-      }
-    }
-  }
-};
-
-struct Q6_KFormat {
+struct Q6_KFormat : RowLayout {
   static constexpr int64_t kElems = 256;
   template <int R>
   static HWY_INLINE void Block(const ColumnGroup& g, int64_t b, const QuantizedRows& xq, int64_t m,
@@ -418,7 +480,7 @@ struct Q6_KFormat {
 
 // y[r, c] for R activation rows from m and the columns of g.
 template <class F, int R>
-HWY_NOINLINE void GroupRows(const ColumnGroup& g, const QuantizedRows& xq, int64_t m, int64_t K,
+HWY_NOINLINE void GroupRows(const typename F::Group& g, const QuantizedRows& xq, int64_t m, int64_t K,
                             float* y, int64_t y_stride) {
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
@@ -427,25 +489,12 @@ HWY_NOINLINE void GroupRows(const ColumnGroup& g, const QuantizedRows& xq, int64
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * y_stride, mask, acc[r]);
 }
 
-// Weight rows n.. of w, at most up to n_end.
-ColumnGroup MakeGroup(const WeightRef& w, int64_t n, int64_t n_end) {
-  ColumnGroup g;
-  g.count = static_cast<int>(std::min(kQCols, n_end - n));
-  alignas(64) int32_t offsets[kQCols];
-  for (int c = 0; c < kQCols; ++c) {
-    g.row[c] = w.Row(n + std::min(c, g.count - 1));
-    offsets[c] = static_cast<int32_t>(g.row[c] - g.row[0]);
-  }
-  g.offsets = _mm512_load_si512(offsets);
-  return g;
-}
-
 template <class F>
 void Avx3Columns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begin, int64_t n_end,
                  float* y) {
   const int64_t M = xq.rows, Nout = w.rows;
   for (int64_t n = n_begin; n < n_end; n += kQCols) {
-    const ColumnGroup g = MakeGroup(w, n, n_end);
+    const typename F::Group g = F::Make(w, n, n_end);
     // Row tiles of 16, then 8, 4, 2, 1: any M in few passes over the group's (cached) weights.
     int64_t m = 0;
     for (; m + kQRowTile <= M; m += kQRowTile) GroupRows<F, kQRowTile>(g, xq, m, w.cols, y + m * Nout + n, Nout);
@@ -457,15 +506,15 @@ void Avx3Columns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begin, i
 }
 
 // ------------------------------------------------------------------------------------------
-// AMX path. A tile dot product computes C[n][r] = sum_k A[n][k] * B[k/4][r][k%4] for 16 x 16
-// int32 sums over 32 bytes of k. A is the 16 weight rows' codes of one 32-block, for Q8_0
-// straight from memory (the rows are row_bytes apart), for Q4_K split from nibbles into a
-// buffer; B is the activation tile QuantizedRows holds (BuildTileLayout), so nothing is
-// transposed per block. Lanes of an accumulator are activation rows: acc[n] lane r is
-// y[r, n], and it gets Step()'s f32 operations in Step()'s order.
+// AMX path. One tile dot product computes C[r][n] = sum_k A[r][k] * B[k/4][n][k%4], the 16 x 16
+// integer sums of one 32-element block: A is 16 activation rows' codes (row-major, k_pad
+// apart), B the block's packed weight codes, whose 8 vectors of 16 columns x 4 codes are
+// exactly the B layout (Q8_0: in place; Q4_K: once its nibbles are split). Row r of C is the
+// block's sums for y[r, the 16 columns], which ScaleBlock adds as Step() would.
 
-// The tile intrinsics are asm statements that do not tell the compiler which memory they read;
-// this makes the buffers written before a tile load visible to it.
+// The tile intrinsics are asm statements that do not tell the compiler which memory they read
+// or write; this orders the buffers written before a tile load, and the reads of a stored C
+// tile, against them.
 HWY_INLINE void MemoryBarrier() { asm volatile("" ::: "memory"); }
 
 // Two tile sets (see TileDot): 3S = A (16 rows x 32 bytes), 3S + 1 = B (8 rows x 64 bytes),
@@ -487,61 +536,28 @@ void ConfigureTiles() {
   configured = true;
 }
 
-// Fills xq's tile layout (see quant_activations.h) from its row-major codes.
-void BuildTileLayout(QuantizedRows& xq) {
-  const int64_t nb = xq.k_pad / 32, M = xq.rows;
-  xq.tiles = (M + kQRowTile - 1) / kQRowTile;
-  xq.tile_codes.resize(xq.tiles * nb * 512);  // every byte is written below
-  xq.tile_scale.assign(xq.tiles * nb * 16, 0.0f);
-  xq.tile_sum.assign(xq.tiles * nb * 16, 0.0f);
-  for (int64_t t = 0; t < xq.tiles; ++t) {
-    const int64_t rows = std::min(kQRowTile, M - kQRowTile * t);
-    ColumnGroup g;  // rows past M repeat the last row; their scales stay zero
-    for (int r = 0; r < kQCols; ++r) {
-      g.row[r] = reinterpret_cast<const uint8_t*>(xq.Codes(kQRowTile * t + std::min<int64_t>(r, rows - 1)));
-    }
-    for (int64_t b = 0; b < nb; ++b) {
-      __m512i v[8];
-      Transpose32(g, 32 * b, v);
-      int8_t* dst = xq.tile_codes.data() + (t * nb + b) * 512;
-      for (int j = 0; j < 8; ++j) _mm512_storeu_si512(dst + 64 * j, v[j]);
-      float* scale = xq.tile_scale.data() + (t * nb + b) * 16;
-      float* sum = xq.tile_sum.data() + (t * nb + b) * 16;
-      for (int64_t r = 0; r < rows; ++r) {
-        scale[r] = xq.BlockScale(kQRowTile * t + r)[b];
-        sum[r] = xq.BlockSum(kQRowTile * t + r)[b];
-      }
-    }
-  }
-}
-
-// One 32-element step of the tile path: the A operand and the 16 columns' scales (and
-// Q4_K's mins), then the C tile the dot product leaves.
-struct TileStepData {
-  const void* a;
-  int64_t a_stride;
-  alignas(64) uint8_t a_buf[kQCols * 32];  // A when it cannot be read in place
-  alignas(64) float wscale[kQCols];
-  alignas(64) float wmin[kQCols];
-  alignas(64) int32_t c[kQCols * kQRowTile];
+// One block of the tile path: its B operand and the 16 columns' scales (and Q4_K's mins), then
+// the C tile the dot product leaves.
+struct TileStep {
+  const uint8_t* b;
+  alignas(64) uint8_t b_buf[512];  // B when it must be unpacked
+  __m512 wscale, wmin;
+  alignas(64) int32_t c[kQRowTile * kQCols];
 };
 
-// C = A · B for step s of activation tile t, in tile set S (tiles 3S .. 3S + 2), stored to
-// st.c. Two sets let the tile unit start a step while the previous one is being stored.
-// The tile intrinsics paste their register numbers into asm text, so each set is spelled out.
-#define DFLASH_TILE_DOT(A, B, C)                             \
-  _tile_loadd(A, st.a, st.a_stride);                         \
-  _tile_loadd(B, xq.TileCodes(t, s), 64);                    \
-  _tile_zero(C);                                             \
-  if constexpr (kSignedA) {                                  \
-    _tile_dpbssd(C, A, B);                                   \
-  } else {                                                   \
-    _tile_dpbusd(C, A, B);                                   \
-  }                                                          \
+// C = A · B for block s of the rows from m0, in tile set S (tiles 3S .. 3S + 2), stored to st.c.
+// Two sets let the tile unit start a block while the previous one is being stored. The tile
+// intrinsics paste their register numbers into asm text, so each set is spelled out. A is
+// signed (activation codes), B unsigned (weight codes): TDPBSUD.
+#define DFLASH_TILE_DOT(A, B, C)                            \
+  _tile_loadd(A, xq.Codes(m0) + 32 * s, xq.k_pad);          \
+  _tile_loadd(B, st.b, 64);                                 \
+  _tile_zero(C);                                            \
+  _tile_dpbsud(C, A, B);                                    \
   _tile_stored(C, st.c, 64)
 
-template <int S, bool kSignedA>
-HWY_INLINE void TileDot(const QuantizedRows& xq, int64_t t, int64_t s, TileStepData& st) {
+template <int S>
+HWY_INLINE void TileDot(const QuantizedRows& xq, int64_t m0, int64_t s, TileStep& st) {
   MemoryBarrier();
   if constexpr (S == 0) {
     DFLASH_TILE_DOT(0, 1, 2);
@@ -551,113 +567,83 @@ HWY_INLINE void TileDot(const QuantizedRows& xq, int64_t t, int64_t s, TileStepD
 }
 #undef DFLASH_TILE_DOT
 
-// acc[n] lane r += (wscale[n] * d_x[r]) * C[n][r], then (kMin) acc[n] lane r -= wmin[n] *
-// (sum of row r's inputs in the step's block): Step()'s operations, lanes and columns swapped.
-template <bool kMin>
-HWY_INLINE void TileScale(const QuantizedRows& xq, int64_t t, int64_t s, const TileStepData& st,
-                          __m512 (&acc)[kQCols]) {
-  const __m512 dx = _mm512_loadu_ps(xq.TileScale(t, s));
-  const __m512 bsum = kMin ? _mm512_loadu_ps(xq.TileSum(t, s)) : _mm512_setzero_ps();
+// acc[r] += block s of row m0 + r, for all 16 rows of the tile (QuantizedRows pads to them).
+template <class F>
+HWY_INLINE void TileScale(const QuantizedRows& xq, int64_t m0, int64_t s, const TileStep& st,
+                          __m512 (&acc)[kQRowTile]) {
+  MemoryBarrier();
 #pragma GCC unroll 16
-  for (int n = 0; n < kQCols; ++n) {
-    const __m512 sc = _mm512_mul_ps(_mm512_set1_ps(st.wscale[n]), dx);
-    acc[n] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(_mm512_load_si512(st.c + kQRowTile * n)), acc[n]);
-    if (kMin) acc[n] = _mm512_fnmadd_ps(_mm512_set1_ps(st.wmin[n]), bsum, acc[n]);
+  for (int r = 0; r < kQRowTile; ++r) {
+    __m512i isum = _mm512_load_si512(st.c + kQCols * r);
+    if (F::kInit) isum = _mm512_add_epi32(isum, _mm512_set1_epi32(CodeInit<8>(xq, m0 + r, 32 * s)));
+    ScaleBlock<F::kMin>(isum, st.wscale, st.wmin, xq.BlockScale(m0 + r)[s], xq.BlockSum(m0 + r)[s], acc[r]);
   }
 }
 
-// Tile formats: Prepare(s, st) sets step s's A operand and scales, and prefetches the weights
-// a few steps ahead (a tile load waits for all 16 rows, so memory latency would otherwise
-// stall the tile unit at every step).
+// Tile formats: Prepare(s, st) sets block s's B operand and scales.
 class Q8_0Amx {
  public:
-  static constexpr bool kSignedA = true, kMin = false;
-  Q8_0Amx(const ColumnGroup& g, int64_t row_bytes) : g_(g), row_bytes_(row_bytes) {}
-  HWY_INLINE void Prepare(int64_t s, TileStepData& st) const {
-    const int64_t off = s * kQ8_0Bytes;
-    if (s % 2 == 0) {  // a line of every row holds about two blocks; fetch eight blocks ahead
-      for (int c = 0; c < kQCols; ++c) _mm_prefetch(reinterpret_cast<const char*>(g_.row[c] + off + 8 * kQ8_0Bytes), _MM_HINT_T0);
-    }
-    _mm512_store_ps(st.wscale, F16Lanes(GatherDword(g_, off)));
-    if (g_.count == kQCols) {  // the 16 rows are row_bytes apart: A straight from the weights
-      st.a = g_.row[0] + off + 2;
-      st.a_stride = row_bytes_;
-      return;
-    }
-    // The matrix's last, partial group repeats its last row.
-    for (int c = 0; c < kQCols; ++c) {
-      _mm256_store_si256(reinterpret_cast<__m256i*>(st.a_buf + 32 * c),
-                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g_.row[c] + off + 2)));
-    }
-    st.a = st.a_buf;
-    st.a_stride = 32;
+  static constexpr bool kInit = true, kMin = false;
+  explicit Q8_0Amx(const PackedColumns& g) : g_(g) {}
+  HWY_INLINE void Prepare(int64_t s, TileStep& st) const {
+    st.b = Q8_0Codes(g_, s);
+    st.wscale = Q8_0Scales(g_, s);
+    st.wmin = _mm512_setzero_ps();
   }
 
  private:
-  const ColumnGroup& g_;
-  int64_t row_bytes_;
+  const PackedColumns& g_;
 };
 
-// Steps are sub-blocks: 8 per 256-element super-block, whose scales are decoded at its first.
+// Blocks are sub-blocks: 8 per 256-element super-block, whose scales are decoded at its first.
 class Q4_KAmx {
  public:
-  static constexpr bool kSignedA = false, kMin = true;
-  Q4_KAmx(const ColumnGroup& g, int64_t) : g_(g) {}
-  HWY_INLINE void Prepare(int64_t s, TileStepData& st) {
-    const int64_t off = s / 8 * kQ4_KBytes;
+  static constexpr bool kInit = false, kMin = true;
+  explicit Q4_KAmx(const PackedColumns& g) : g_(g) {}
+  HWY_INLINE void Prepare(int64_t s, TileStep& st) {
+    const int64_t sb = s / 8;
     const int j = static_cast<int>(s % 8);
     if (j == 0) {
-      const Q4KScales scales(g_, off);
-      for (int i = 0; i < 8; ++i) {
-        _mm512_store_ps(wscale_[i], scales.Scale(i));
-        _mm512_store_ps(wmin_[i], scales.Min(i));
-      }
+      const Q4KScales scales(Q4_KHead(g_, sb));
+      for (int i = 0; i < 8; ++i) wscale_[i] = scales.Scale(i), wmin_[i] = scales.Min(i);
     }
-    if (j % 2 == 0) {  // one line of every row per two steps, two super-blocks ahead
-      const int64_t ahead = off + 2 * kQ4_KBytes + 36 * (j / 2);
-      for (int c = 0; c < kQCols; ++c) _mm_prefetch(reinterpret_cast<const char*>(g_.row[c] + ahead), _MM_HINT_T0);
+    st.wscale = wscale_[j];
+    st.wmin = wmin_[j];
+    // Sub-block j: the low (j even) or high nibbles of chunk j / 2.
+    const uint8_t* qs = Q4_KQs(g_, sb, j / 2);
+    for (int i = 0; i < 8; ++i) {
+      __m512i v = LoadVector(qs + 64 * i);
+      if (j % 2) v = _mm512_srli_epi16(v, 4);
+      _mm512_store_si512(st.b_buf + 64 * i, _mm512_and_si512(v, Nibbles()));
     }
-    _mm512_store_ps(st.wscale, _mm512_load_ps(wscale_[j]));
-    _mm512_store_ps(st.wmin, _mm512_load_ps(wmin_[j]));
-    // Sub-block j: the low (j even) or high nibbles of qs bytes 32 (j / 2) .., 16 rows of 32.
-    const int64_t qs = off + kQ4_KQs + 32 * (j / 2);
-    for (int i = 0; i < kQCols / 2; ++i) {
-      const __m256i r0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g_.row[2 * i] + qs));
-      const __m256i r1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g_.row[2 * i + 1] + qs));
-      __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(r0), r1, 1);
-      if (j % 2) z = _mm512_srli_epi16(z, 4);
-      _mm512_store_si512(st.a_buf + 64 * i, _mm512_and_si512(z, Nibbles()));
-    }
-    st.a = st.a_buf;
-    st.a_stride = 32;
+    st.b = st.b_buf;
   }
 
  private:
-  const ColumnGroup& g_;
-  alignas(64) float wscale_[8][kQCols];
-  alignas(64) float wmin_[8][kQCols];
+  const PackedColumns& g_;
+  __m512 wscale_[8], wmin_[8];
 };
 
-// acc[c] lane r = y[16 t + r, c] over all steps, in step order. A tile store reaches the
-// vector loads only once it has retired, so step s + kDepth's dot product is issued before
-// step s is scaled; tile sets alternate between steps.
+// acc[r] = y[m0 + r, the group's columns] over all blocks, in block order. A tile store reaches
+// vector loads only once it has retired, so block s + kDepth's dot product is issued before
+// block s is scaled; tile sets alternate between blocks.
 template <class F>
-HWY_INLINE void TileRows(F& format, const QuantizedRows& xq, int64_t t, int64_t steps, __m512 (&acc)[kQCols]) {
+HWY_INLINE void TileRows(F& format, const QuantizedRows& xq, int64_t m0, int64_t steps, __m512 (&acc)[kQRowTile]) {
   constexpr int64_t kDepth = 4;
-  TileStepData st[kDepth];
+  TileStep st[kDepth];
   const auto issue = [&](int64_t s) {
     if (s >= steps) return;
-    TileStepData& d = st[s % kDepth];
+    TileStep& d = st[s % kDepth];
     format.Prepare(s, d);
     if (s % 2 == 0) {
-      TileDot<0, F::kSignedA>(xq, t, s, d);
+      TileDot<0>(xq, m0, s, d);
     } else {
-      TileDot<1, F::kSignedA>(xq, t, s, d);
+      TileDot<1>(xq, m0, s, d);
     }
   };
   for (int64_t s = 0; s < kDepth; ++s) issue(s);
   for (int64_t s = 0; s < steps; ++s) {
-    TileScale<F::kMin>(xq, t, s, st[s % kDepth], acc);
+    TileScale<F>(xq, m0, s, st[s % kDepth], acc);
     issue(s + kDepth);
   }
 }
@@ -667,27 +653,23 @@ void AmxColumns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begin, in
   ConfigureTiles();
   const int64_t Nout = w.rows;
   for (int64_t n = n_begin; n < n_end; n += kQCols) {
-    const ColumnGroup g = MakeGroup(w, n, n_end);
-    F format(g, static_cast<int64_t>(w.row_bytes));
-    for (int64_t t = 0; t < xq.tiles; ++t) {
-      __m512 acc[kQCols];
+    const PackedColumns g = MakePackedColumns(w, n, n_end);
+    const __mmask16 mask = static_cast<__mmask16>((1u << g.count) - 1);
+    F format(g);
+    for (int64_t m0 = 0; m0 < xq.rows; m0 += kQRowTile) {
+      __m512 acc[kQRowTile];
       for (__m512& a : acc) a = _mm512_setzero_ps();
-      TileRows(format, xq, t, w.cols / 32, acc);
-      // acc[c] lane r -> y[r, c]: once per group and tile, so a plain copy.
-      alignas(64) float out[kQCols][kQRowTile];
-      for (int c = 0; c < kQCols; ++c) _mm512_store_ps(out[c], acc[c]);
-      const int64_t rows = std::min(kQRowTile, xq.rows - kQRowTile * t);
-      float* yt = y + kQRowTile * t * Nout + n;
-      for (int64_t r = 0; r < rows; ++r)
-        for (int c = 0; c < g.count; ++c) yt[r * Nout + c] = out[c][r];
+      TileRows(format, xq, m0, w.cols / 32, acc);
+      const int64_t rows = std::min(kQRowTile, xq.rows - m0);
+      for (int64_t r = 0; r < rows; ++r) _mm512_mask_storeu_ps(y + (m0 + r) * Nout + n, mask, acc[r]);
     }
   }
 }
 #endif  // HWY_TARGET == HWY_AVX3_DL
 
-void Columns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begin, int64_t n_end, float* y) {
+void Columns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begin, int64_t n_end, float* y, bool amx) {
 #if HWY_TARGET == HWY_AVX3_DL
-  if (xq.tiles > 0) {
+  if (amx) {
     switch (w.dtype) {
       case DType::kQ8_0: return AmxColumns<Q8_0Amx>(xq, w, n_begin, n_end, y);
       case DType::kQ4_K: return AmxColumns<Q4_KAmx>(xq, w, n_begin, n_end, y);
@@ -701,6 +683,8 @@ void Columns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begin, int64
     case DType::kQ6_K: return Avx3Columns<Q6_KFormat>(xq, w, n_begin, n_end, y);
     default: break;
   }
+#else
+  (void)amx;
 #endif
   PortableColumns(xq, w, n_begin, n_end, y);
 }
@@ -708,13 +692,11 @@ void Columns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begin, int64
 // amx: use the tile kernel (the caller checked the CPU and the format).
 void MatMulQuantImpl(const float* x, int64_t M, const WeightRef& w, const float* bias, float* y, bool amx,
                      QuantizedRows& xq, ThreadPool& pool) {
-  QuantizeActivations(x, M, w.cols, CodeOffset(w.dtype), xq);
-#if HWY_TARGET == HWY_AVX3_DL
-  if (amx) BuildTileLayout(xq);
-#endif
+  const int64_t tile_rows = amx ? (M + kQRowTile - 1) / kQRowTile * kQRowTile : M;
+  QuantizeActivations(x, M, w.cols, CodeOffset(w.dtype), tile_rows, xq);
   const int64_t Nout = w.rows;
   ForColumnTasks(xq.rows, Nout, kQCols, bias, y, pool,
-                 [&](int64_t n_begin, int64_t n_end) { Columns(xq, w, n_begin, n_end, y); });
+                 [&](int64_t n_begin, int64_t n_end) { Columns(xq, w, n_begin, n_end, y, amx); });
 }
 
 }  // namespace dflash::ops::HWY_NAMESPACE
@@ -733,6 +715,11 @@ void MatMulQuantized(const float* x, int64_t M, const WeightRef& w, const float*
   if (w.cols % BlockElems(w.dtype) != 0 || w.row_bytes < RowBytes(w.dtype, w.cols)) {
     Fail("MatMul: ", DTypeName(w.dtype), " weight of ", w.cols, " columns needs whole blocks (",
          BlockElems(w.dtype), ") and ", RowBytes(w.dtype, w.cols), " bytes per row, has ", w.row_bytes);
+  }
+  const WeightLayout want = HasPackedLayout(w.dtype) ? WeightLayout::kGroups16 : WeightLayout::kRows;
+  if (w.layout != want) {
+    Fail("MatMul: ", DTypeName(w.dtype), " weights must be ",
+         want == WeightLayout::kRows ? "in row layout" : "packed first (PackMatrices / ops::PackWeight)");
   }
   // One quantised copy of x per calling thread, reused so decode allocates nothing.
   thread_local QuantizedRows xq;

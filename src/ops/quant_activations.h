@@ -8,10 +8,9 @@
 // the unsigned x signed products exact. Everything here is a function of one row, which keeps
 // quantised MatMul batch-invariant.
 //
-// The AMX path (several rows, see ops/amx.h) also wants the codes as tile operands: per tile of
-// 16 rows and per 32-block, 512 bytes in which dword k of row r (codes 4k..4k+3) sits at
-// [k][r], the B layout of a tile dot product; and the 16 rows' block scales and sums side by
-// side. Rows past `rows` in the last tile have zero scales and sums.
+// The AMX path (several rows, see ops/amx.h) reads the codes of 16 rows at a time as a tile
+// operand, so `codes` has room for `rows` rounded up to 16 (`tile_rows`); the extra rows are
+// zero codes whose results are never stored.
 #pragma once
 
 #include <cstdint>
@@ -23,22 +22,16 @@ struct QuantizedRows {
   int64_t rows = 0;
   int64_t k = 0;      // elements per row
   int64_t k_pad = 0;  // k rounded up to 64; the padding is zero codes with zero scales
-  std::vector<int8_t> codes;         // [rows][k_pad]
+  int64_t tile_rows = 0;             // rows, or rows rounded up to 16 for the AMX path
+  std::vector<int8_t> codes;         // [tile_rows][k_pad]
   std::vector<int32_t> init16;       // [rows][k_pad / 16] -offset * sum of 16 codes
   std::vector<float> block_scale;    // [rows][k_pad / 32] d_b
   std::vector<float> block_sum;      // [rows][k_pad / 32] sum of the block's f32 inputs
-  int64_t tiles = 0;                 // 16-row tiles in the layout below; 0 when not built
-  std::vector<int8_t> tile_codes;    // [tiles][k_pad / 32][8][16][4]
-  std::vector<float> tile_scale;     // [tiles][k_pad / 32][16]
-  std::vector<float> tile_sum;       // [tiles][k_pad / 32][16]
 
   const int8_t* Codes(int64_t r) const { return codes.data() + r * k_pad; }
   const int32_t* Init16(int64_t r) const { return init16.data() + r * (k_pad / 16); }
   const float* BlockScale(int64_t r) const { return block_scale.data() + r * (k_pad / 32); }
   const float* BlockSum(int64_t r) const { return block_sum.data() + r * (k_pad / 32); }
-  const int8_t* TileCodes(int64_t t, int64_t b) const { return tile_codes.data() + (t * (k_pad / 32) + b) * 512; }
-  const float* TileScale(int64_t t, int64_t b) const { return tile_scale.data() + (t * (k_pad / 32) + b) * 16; }
-  const float* TileSum(int64_t t, int64_t b) const { return tile_sum.data() + (t * (k_pad / 32) + b) * 16; }
 };
 
 }  // namespace dflash::ops

@@ -79,10 +79,12 @@ Engine::Engine(const EngineOptions& options) : options_(options), pool_(options.
     topt.capture_layers = draft_config_.target_layer_ids;
   }
   if (options.target_quant) QuantizeMatrices(*target_store_, *options.target_quant, pool_);
+  PackMatrices(*target_store_, pool_);
   if (options.bf16_activations) target_store_->AllowBf16Activations();
   target_ = std::make_unique<Qwen3Model>(target_config_, *target_store_, topt, pool_);
   if (!options.draft_dir.empty()) {
     if (options.draft_quant) QuantizeMatrices(*draft_store_, *options.draft_quant, pool_);
+    PackMatrices(*draft_store_, pool_);
     if (options.bf16_activations) draft_store_->AllowBf16Activations();
     DraftOptions dopt;
     dopt.max_block = std::max(draft_config_.block_size, 16);
