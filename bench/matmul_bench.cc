@@ -65,7 +65,7 @@ const std::vector<uint8_t>& Weights(DType t, Shape s) {
       }
     }
   }
-  if (ops::HasPackedLayout(t)) {  // MatMul reads Q8_0 / Q4_K in the layout PackMatrices makes
+  if (ops::HasPackedLayout(t)) {  // MatMul reads block formats in the layout PackMatrices makes
     auto packed = std::make_unique<std::vector<uint8_t>>(ops::PackedBytes(t, s.rows, s.cols));
     ops::PackWeight(WeightRef{slot->data(), t, s.rows, s.cols, RowBytes(t, s.cols)}, packed->data(), Pool());
     slot = std::move(packed);

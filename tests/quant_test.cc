@@ -156,7 +156,7 @@ std::vector<uint8_t> RandomBlocks(DType t, int64_t rows, int64_t cols, uint32_t 
   return bytes;
 }
 
-// A random weight as MatMul takes it: Q8_0 and Q4_K packed (ops/weight_pack.h), others in rows.
+// A random weight as MatMul takes it: block formats packed (ops/weight_pack.h).
 struct KernelWeight {
   KernelWeight(const std::vector<uint8_t>& rows_bytes, DType t, int64_t N, int64_t K) {
     ref = WeightRef{rows_bytes.data(), t, N, K, RowBytes(t, K)};
@@ -354,11 +354,11 @@ TEST(QuantMatMul, RejectsPartialBlocks) {
   EXPECT_THROW(ops::MatMul(x.data(), 1, bad, nullptr, y.data(), pool), Error);
 }
 
-TEST(QuantMatMul, RejectsUnpackedQ8_0AndQ4_K) {
-  std::vector<uint8_t> bytes(RowBytes(DType::kQ4_K, 256));
+TEST(QuantMatMul, RejectsUnpackedWeights) {
+  std::vector<uint8_t> bytes(RowBytes(DType::kQ6_K, 256));
   std::vector<float> x(256), y(1);
   ThreadPool pool(1);
-  for (DType t : {DType::kQ8_0, DType::kQ4_K}) {
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
     const WeightRef rows{bytes.data(), t, 1, 256, RowBytes(t, 256)};
     try {
       ops::MatMul(x.data(), 1, rows, nullptr, y.data(), pool);
@@ -374,7 +374,7 @@ TEST(QuantMatMul, RejectsUnpackedQ8_0AndQ4_K) {
 // last group is zeros (Q8_0: code 0, stored as 0x80).
 TEST(WeightPack, RoundTripsEveryRowAndDequantizesAlike) {
   ThreadPool pool(2);
-  for (DType t : {DType::kQ8_0, DType::kQ4_K}) {
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
     for (int64_t N : {1, 16, 37}) {
       for (int64_t K : {BlockElems(t), 3 * BlockElems(t), int64_t{1024}}) {
         const std::vector<uint8_t> bytes = RandomBlocks(t, N, K, static_cast<uint32_t>(N + K));
@@ -402,17 +402,18 @@ TEST(WeightPack, RoundTripsEveryRowAndDequantizesAlike) {
       }
     }
   }
-  const std::vector<uint8_t> q6 = RandomBlocks(DType::kQ6_K, 2, 256, 1);
-  std::vector<uint8_t> out(ops::PackedBytes(DType::kQ6_K, 2, 256));
-  EXPECT_THROW(ops::PackWeight(WeightRef{q6.data(), DType::kQ6_K, 2, 256, RowBytes(DType::kQ6_K, 256)}, out.data(), pool), Error);
+  std::vector<uint8_t> out(64);
+  const std::vector<float> f(32);
+  EXPECT_THROW(ops::PackWeight(WeightRef{reinterpret_cast<const uint8_t*>(f.data()), DType::kF32, 1, 32, 128}, out.data(), pool), Error);
 }
 
-// PackMatrices packs the store's Q8_0 / Q4_K matrices once, 64-byte aligned, and leaves other
-// tensors alone.
+// PackMatrices packs the store's block-quantised matrices once, 64-byte aligned, and leaves
+// other tensors alone.
 TEST(WeightPack, PackMatricesPacksQuantisedMatricesOnce) {
   ThreadPool pool(2);
   const std::vector<uint8_t> q8 = RandomBlocks(DType::kQ8_0, 20, 64, 2);
   const std::vector<uint8_t> q6 = RandomBlocks(DType::kQ6_K, 3, 256, 3);
+  const std::vector<uint8_t> norm(4 * 64);
   TensorStore store("<test>");
   const auto add = [&](const std::string& name, DType dtype, std::vector<int64_t> shape, const std::vector<uint8_t>& bytes) {
     Tensor t;
@@ -425,12 +426,14 @@ TEST(WeightPack, PackMatricesPacksQuantisedMatricesOnce) {
   };
   add("q8", DType::kQ8_0, {20, 64}, q8);
   add("q6", DType::kQ6_K, {3, 256}, q6);
-  EXPECT_EQ(PackMatrices(store, pool), 1);
+  add("norm", DType::kF32, {64}, norm);
+  EXPECT_EQ(PackMatrices(store, pool), 2);
   EXPECT_EQ(PackMatrices(store, pool), 0);
   const Tensor& t = *store.Find("q8");
   EXPECT_EQ(t.layout, WeightLayout::kGroups16);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data) % 64, 0u);
-  EXPECT_EQ(store.Find("q6")->layout, WeightLayout::kRows);
+  EXPECT_EQ(store.Find("q6")->layout, WeightLayout::kGroups16);
+  EXPECT_EQ(store.Find("norm")->layout, WeightLayout::kRows);
   std::vector<uint8_t> row(RowBytes(DType::kQ8_0, 64));
   ops::UnpackRow(AsWeight(t), 19, row.data());
   EXPECT_EQ(0, std::memcmp(row.data(), q8.data() + 19 * row.size(), row.size()));

@@ -12,7 +12,7 @@ namespace dflash {
 
 // How a 2-D weight's rows are laid out. kRows: row after row, as files store them. kGroups16:
 // rows in groups of 16 with each block's fields interleaved across the group, the order the
-// 16-column SIMD kernels consume them in (ops/weight_pack.h; Q8_0 and Q4_K only).
+// 16-column SIMD kernels consume them in (ops/weight_pack.h; block-quantised formats).
 enum class WeightLayout : uint8_t { kRows, kGroups16 };
 
 struct Tensor {

@@ -1,6 +1,6 @@
 // Load-time weight transforms. Quantisation: every 2-D floating-point matrix of a model (projections,
 // embedding, LM head, the draft's fc) becomes Q8_0, Q4_0 or Q4_K, owned by its TensorStore; 1-D
-// tensors (norms, biases) stay as they are. Packing: Q8_0 and Q4_K matrices (quantised here or
+// tensors (norms, biases) stay as they are. Packing: block-quantised matrices (quantised here or
 // read from GGUF) move to the kGroups16 layout the quantised MatMul reads (ops/weight_pack.h).
 // Models bound afterwards see the transformed WeightRefs.
 #pragma once
@@ -26,7 +26,7 @@ WeightRef QuantizeWeight(const WeightRef& w, DType to, std::vector<uint8_t>& byt
 // A matrix whose rows are not whole blocks is an error naming it.
 int QuantizeMatrices(TensorStore& store, DType to, ThreadPool& pool);
 
-// Packs every 2-D Q8_0 / Q4_K tensor of `store` still in row layout; returns how many. Run it
+// Packs every 2-D block-quantised tensor of `store` still in row layout; returns how many. Run it
 // once after loading (and quantising), before binding models: MatMul needs those packed.
 int PackMatrices(TensorStore& store, ThreadPool& pool);
 

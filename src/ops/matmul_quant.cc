@@ -12,9 +12,9 @@
 //
 // Targets: AVX3_DL (Ice Lake, Zen 4 and later; Highway checks AVX512_VNNI for it) computes 16
 // output columns per vector: lane c of a code vector holds 4 codes of column c, and one
-// vpdpbusd against 4 broadcast activation codes advances all 16 columns. Q8_0 and Q4_K weights
-// are stored that way at load (ops/weight_pack.h), so a block is a few contiguous loads; Q4_0
-// and Q6_K rows are transposed in registers per block. The code vectors then serve up to 16
+// vpdpbusd against 4 broadcast activation codes advances all 16 columns. Weights are stored
+// that way at load (ops/weight_pack.h), so a block is a few contiguous loads, with no
+// transpose or gather at run time. The code vectors then serve up to 16
 // activation rows, so a 16-row verify reads and unpacks each weight block once (the decode
 // shape, one row, is bound by memory either way). Other targets run a portable scalar path.
 //
@@ -215,7 +215,6 @@ void PortableColumns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begi
 // scales; Step() then runs them against up to 16 activation rows.
 
 inline __m512i Nibbles() { return _mm512_set1_epi8(0x0F); }
-inline __m512i LoadVector(const uint8_t* p) { return _mm512_loadu_si512(p); }
 
 // The f16 in the low (kHigh: high) half of every dword, as f32.
 template <bool kHigh = false>
@@ -267,15 +266,23 @@ HWY_INLINE void Step(const __m512i* codes, __m512 wscale, __m512 wmin, const Qua
   }
 }
 
-// ---- Packed formats (Q8_0, Q4_K): a column group is 16 * row_bytes contiguous bytes.
+// A column group: 16 * row_bytes contiguous bytes (ops/weight_pack.h).
 struct PackedColumns {
   const uint8_t* base;
-  int64_t blocks;  // blocks (Q8_0) or super-blocks (Q4_K) per row
-  int count;       // real columns; the packed padding rows are zeros
+  int64_t blocks;   // blocks per row
+  int64_t vectors;  // vectors per block
+  int count;        // real columns; the padding rows are zeros
+  // Vector v of block b; the 16 f16 of block b.
+  HWY_INLINE __m512i Vector(int64_t b, int64_t v) const { return _mm512_loadu_si512(VectorPtr(b, v)); }
+  HWY_INLINE const uint8_t* VectorPtr(int64_t b, int64_t v) const { return base + 64 * (vectors * b + v); }
+  HWY_INLINE __m512 F16(int64_t b) const {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + 64 * vectors * blocks + 32 * b)));
+  }
 };
 
-inline PackedColumns MakePackedColumns(const WeightRef& w, int64_t n, int64_t n_end) {
-  return {PackedGroup(w, n / kPackRows), w.cols / BlockElems(w.dtype),
+// The group of columns n .. n + 15 (at most up to n_end) of a format with `vectors` per block.
+inline PackedColumns MakeGroup(const WeightRef& w, int64_t vectors, int64_t n, int64_t n_end) {
+  return {PackedGroup(w, n / kPackRows), w.cols / BlockElems(w.dtype), vectors,
           static_cast<int>(std::min(kQCols, n_end - n))};
 }
 
@@ -287,12 +294,11 @@ struct Q4KScales {
   // are sub-blocks j < 4, bytes of sc_hi / m_hi sub-blocks 4 + j.
   __m512i sc_lo, m_lo, sc_hi, m_hi;
 
-  // head: a packed super-block head (ops/weight_pack.h).
-  explicit HWY_INLINE Q4KScales(const uint8_t* head) {
-    const __m512i dd = LoadVector(head);
+  HWY_INLINE Q4KScales(const PackedColumns& g, int64_t b) {
+    const __m512i dd = g.Vector(b, 0);
     d = F16Lanes(dd);
     dmin = F16Lanes<true>(dd);
-    const __m512i w0 = LoadVector(head + 64), w1 = LoadVector(head + 128), w2 = LoadVector(head + 192);
+    const __m512i w0 = g.Vector(b, 1), w1 = g.Vector(b, 2), w2 = g.Vector(b, 3);
     const __m512i six = _mm512_set1_epi8(63), low4 = Nibbles(), top2 = _mm512_set1_epi8(3);
     sc_lo = _mm512_and_si512(w0, six);
     m_lo = _mm512_and_si512(w1, six);
@@ -310,41 +316,44 @@ struct Q4KScales {
   }
 };
 
-// A format's column groups: Group, and Make(w, n, n_end) for the columns from n.
-struct PackedLayout {
-  using Group = PackedColumns;
-  static Group Make(const WeightRef& w, int64_t n, int64_t n_end) { return MakePackedColumns(w, n, n_end); }
-};
-
-// Where block b's pieces lie in a packed group.
-inline const uint8_t* Q8_0Codes(const PackedColumns& g, int64_t b) { return g.base + 512 * b; }
-inline __m512 Q8_0Scales(const PackedColumns& g, int64_t b) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.base + 512 * g.blocks + 32 * b)));
-}
-inline const uint8_t* Q4_KQs(const PackedColumns& g, int64_t b, int chunk) { return g.base + 2048 * b + 512 * chunk; }
-inline const uint8_t* Q4_KHead(const PackedColumns& g, int64_t b) { return g.base + 2048 * g.blocks + 256 * b; }
-
-struct Q8_0Format : PackedLayout {
-  static constexpr int64_t kElems = 32;
+// Formats: kElems per block, kVectors per packed block, Block() adds one block to R rows.
+struct Q8_0Format {
+  static constexpr int64_t kElems = 32, kVectors = 8;
   template <int R>
-  static HWY_INLINE void Block(const Group& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R]) {
+  static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R]) {
     __m512i codes[8];
-    for (int i = 0; i < 8; ++i) codes[i] = LoadVector(Q8_0Codes(g, b) + 64 * i);
-    Step<R, 8, true, false>(codes, Q8_0Scales(g, b), _mm512_setzero_ps(), xq, m, 32 * b, acc);
+    for (int i = 0; i < 8; ++i) codes[i] = g.Vector(b, i);
+    Step<R, 8, true, false>(codes, g.F16(b), _mm512_setzero_ps(), xq, m, 32 * b, acc);
   }
 };
 
-struct Q4_KFormat : PackedLayout {
-  static constexpr int64_t kElems = 256;
+struct Q4_0Format {
+  static constexpr int64_t kElems = 32, kVectors = 4;
   template <int R>
-  static HWY_INLINE void Block(const Group& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R]) {
-    const Q4KScales scales(Q4_KHead(g, b));
+  static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R]) {
+    __m512i codes[8];
+    for (int i = 0; i < 4; ++i) {
+      const __m512i t = g.Vector(b, i);
+      codes[i] = _mm512_and_si512(t, Nibbles());                            // elements 4i..
+      codes[4 + i] = _mm512_and_si512(_mm512_srli_epi16(t, 4), Nibbles());  // 16 + 4i..
+    }
+    Step<R, 8, true, false>(codes, g.F16(b), _mm512_setzero_ps(), xq, m, 32 * b, acc);
+  }
+};
+
+struct Q4_KFormat {
+  static constexpr int64_t kElems = 256, kVectors = 36;
+  // Vector i of qs chunk `chunk` (qs bytes 32 chunk + 4i ..).
+  static constexpr int64_t Qs(int chunk, int i) { return 4 + 8 * chunk + i; }
+  template <int R>
+  static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R]) {
+    const Q4KScales scales(g, b);
     for (int chunk = 0; chunk < 4; ++chunk) {
       for (int h = 0; h < 2; ++h) {
         const int j = 2 * chunk + h;  // sub-block: low nibbles, then high nibbles
         __m512i codes[8];
         for (int i = 0; i < 8; ++i) {
-          const __m512i t = LoadVector(Q4_KQs(g, b, chunk) + 64 * i);
+          const __m512i t = g.Vector(b, Qs(chunk, i));
           codes[i] = _mm512_and_si512(h ? _mm512_srli_epi16(t, 4) : t, Nibbles());
         }
         Step<R, 8, false, true>(codes, scales.Scale(j), scales.Min(j), xq, m, 256 * b + 32 * j, acc);
@@ -353,111 +362,21 @@ struct Q4_KFormat : PackedLayout {
   }
 };
 
-// ---- Row-layout formats (Q4_0, Q6_K): the 16 rows of a column group are transposed per
-// block. Rows past the matrix end repeat the last real row: their lanes are computed and
-// never stored.
-struct ColumnGroup {
-  const uint8_t* row[kQCols];
-  __m512i offsets;  // row[c] - row[0], for gathers of one dword per row
-  int count;        // real columns
-};
-
-inline ColumnGroup MakeColumnGroup(const WeightRef& w, int64_t n, int64_t n_end) {
-  ColumnGroup g;
-  g.count = static_cast<int>(std::min(kQCols, n_end - n));
-  alignas(64) int32_t offsets[kQCols];
-  for (int c = 0; c < kQCols; ++c) {
-    g.row[c] = w.Row(n + std::min(c, g.count - 1));
-    offsets[c] = static_cast<int32_t>(g.row[c] - g.row[0]);
-  }
-  g.offsets = _mm512_load_si512(offsets);
-  return g;
-}
-
-struct RowLayout {
-  using Group = ColumnGroup;
-  static Group Make(const WeightRef& w, int64_t n, int64_t n_end) { return MakeColumnGroup(w, n, n_end); }
-};
-
-inline __m512i GatherDword(const ColumnGroup& g, int64_t byte_offset) {
-  return _mm512_i32gather_epi32(g.offsets, g.row[0] + byte_offset, 1);
-}
-
-// v[j] lane c = bytes 4j..4j+3 of the 32 bytes at row[c] + off (an 8 x 16 dword transpose).
-HWY_INLINE void Transpose32(const ColumnGroup& g, int64_t off, __m512i v[8]) {
-  __m512i z[8];  // 128-bit lanes: row i dwords 0-3, 4-7; row i+8 dwords 0-3, 4-7
-  for (int i = 0; i < 8; ++i) {
-    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.row[i] + off));
-    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.row[i + 8] + off));
-    z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-  }
-  // 4 x 4 dword transposes inside every 128-bit lane, for rows 0-3 (a) and 4-7 (b).
-  __m512i u[8];
-  for (int half = 0; half < 2; ++half) {
-    const __m512i* zz = z + 4 * half;
-    const __m512i lo01 = _mm512_unpacklo_epi32(zz[0], zz[1]), hi01 = _mm512_unpackhi_epi32(zz[0], zz[1]);
-    const __m512i lo23 = _mm512_unpacklo_epi32(zz[2], zz[3]), hi23 = _mm512_unpackhi_epi32(zz[2], zz[3]);
-    u[4 * half + 0] = _mm512_unpacklo_epi64(lo01, lo23);
-    u[4 * half + 1] = _mm512_unpackhi_epi64(lo01, lo23);
-    u[4 * half + 2] = _mm512_unpacklo_epi64(hi01, hi23);
-    u[4 * half + 3] = _mm512_unpackhi_epi64(hi01, hi23);
-  }
-  // u[d] (rows 0-3) and u[4+d] (rows 4-7) hold dwords d and 4+d in alternate 128-bit lanes.
-  const __m512i first = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
-  const __m512i second = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
-  for (int d = 0; d < 4; ++d) {
-    v[d] = _mm512_permutex2var_epi64(u[d], first, u[4 + d]);
-    v[4 + d] = _mm512_permutex2var_epi64(u[d], second, u[4 + d]);
-  }
-}
-
-// v[j] lane c = bytes 4j..4j+3 of the 16 bytes at row[c] + off (a 4 x 16 dword transpose).
-HWY_INLINE void Transpose16(const ColumnGroup& g, int64_t off, __m512i v[4]) {
-  auto load = [&](int r) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.row[r] + off)); };
-  __m512i z[4];  // 128-bit lanes: rows k, k+4, k+8, k+12
-  for (int k = 0; k < 4; ++k) {
-    z[k] = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(load(k)),
-                                                                    load(k + 4), 1), load(k + 8), 2), load(k + 12), 3);
-  }
-  const __m512i lo01 = _mm512_unpacklo_epi32(z[0], z[1]), hi01 = _mm512_unpackhi_epi32(z[0], z[1]);
-  const __m512i lo23 = _mm512_unpacklo_epi32(z[2], z[3]), hi23 = _mm512_unpackhi_epi32(z[2], z[3]);
-  v[0] = _mm512_unpacklo_epi64(lo01, lo23);
-  v[1] = _mm512_unpackhi_epi64(lo01, lo23);
-  v[2] = _mm512_unpacklo_epi64(hi01, hi23);
-  v[3] = _mm512_unpackhi_epi64(hi01, hi23);
-}
-
-struct Q4_0Format : RowLayout {
-  static constexpr int64_t kElems = 32;
+struct Q6_KFormat {
+  static constexpr int64_t kElems = 256, kVectors = 52;
+  // Packed vectors: ql dwords 0-31, qh dwords 32-47, int8 scales 48-51.
+  static constexpr int64_t kQl = 0, kQh = 32, kScales = 48;
   template <int R>
-  static HWY_INLINE void Block(const ColumnGroup& g, int64_t b, const QuantizedRows& xq, int64_t m,
-                               __m512 (&acc)[R]) {
-    const int64_t off = b * kQ4_0Bytes;
-    __m512i t[4], codes[8];
-    Transpose16(g, off + 2, t);
-    for (int i = 0; i < 4; ++i) {
-      codes[i] = _mm512_and_si512(t[i], Nibbles());                            // elements 4i..
-      codes[4 + i] = _mm512_and_si512(_mm512_srli_epi16(t[i], 4), Nibbles());  // 16 + 4i..
-    }
-    Step<R, 8, true, false>(codes, F16Lanes(GatherDword(g, off)), _mm512_setzero_ps(), xq, m, 32 * b, acc);
-  }
-};
-
-struct Q6_KFormat : RowLayout {
-  static constexpr int64_t kElems = 256;
-  template <int R>
-  static HWY_INLINE void Block(const ColumnGroup& g, int64_t b, const QuantizedRows& xq, int64_t m,
-                               __m512 (&acc)[R]) {
-    const int64_t off = b * kQ6_KBytes;
-    const __m512 d = F16Lanes<true>(GatherDword(g, off + kQ6_KD - 2));  // d is the block's last 2 bytes
-    __m512i sc_words[4];  // int8 scales of groups 4i..4i+3
-    for (int i = 0; i < 4; ++i) sc_words[i] = GatherDword(g, off + kQ6_KScales + 4 * i);
+  static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R]) {
+    const __m512 d = g.F16(b);
     const __m512i low4 = Nibbles(), two = _mm512_set1_epi8(3);
     for (int half = 0; half < 2; ++half) {
       __m512i a[8], bq[8], c[8];  // ql bytes 0-31, ql 32-63, qh 0-31 of this half
-      Transpose32(g, off + 64 * half, a);
-      Transpose32(g, off + 64 * half + 32, bq);
-      Transpose32(g, off + kQ6_KQh + 32 * half, c);
+      for (int i = 0; i < 8; ++i) {
+        a[i] = g.Vector(b, kQl + 16 * half + i);
+        bq[i] = g.Vector(b, kQl + 16 * half + 8 + i);
+        c[i] = g.Vector(b, kQh + 8 * half + i);
+      }
       for (int quarter = 0; quarter < 4; ++quarter) {
         // Quarter q: nibbles of a (q even) or bq (odd), low (q < 2) or high; qh bits 2q, 2q+1.
         __m512i codes[8];
@@ -469,7 +388,8 @@ struct Q6_KFormat : RowLayout {
         }
         for (int part = 0; part < 2; ++part) {
           const int group = 8 * half + 2 * quarter + part;
-          const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(sc_words[group / 4], 24 - 8 * (group % 4)), 24);
+          const __m512i sc_word = g.Vector(b, kScales + group / 4);  // int8 scales of groups 4i..4i+3
+          const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(sc_word, 24 - 8 * (group % 4)), 24);
           Step<R, 4, true, false>(codes + 4 * part, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)), _mm512_setzero_ps(),
                                   xq, m, 256 * b + 16 * group, acc);
         }
@@ -480,7 +400,7 @@ struct Q6_KFormat : RowLayout {
 
 // y[r, c] for R activation rows from m and the columns of g.
 template <class F, int R>
-HWY_NOINLINE void GroupRows(const typename F::Group& g, const QuantizedRows& xq, int64_t m, int64_t K,
+HWY_NOINLINE void GroupRows(const PackedColumns& g, const QuantizedRows& xq, int64_t m, int64_t K,
                             float* y, int64_t y_stride) {
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
@@ -494,7 +414,7 @@ void Avx3Columns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begin, i
                  float* y) {
   const int64_t M = xq.rows, Nout = w.rows;
   for (int64_t n = n_begin; n < n_end; n += kQCols) {
-    const typename F::Group g = F::Make(w, n, n_end);
+    const PackedColumns g = MakeGroup(w, F::kVectors, n, n_end);
     // Row tiles of 16, then 8, 4, 2, 1: any M in few passes over the group's (cached) weights.
     int64_t m = 0;
     for (; m + kQRowTile <= M; m += kQRowTile) GroupRows<F, kQRowTile>(g, xq, m, w.cols, y + m * Nout + n, Nout);
@@ -584,10 +504,11 @@ HWY_INLINE void TileScale(const QuantizedRows& xq, int64_t m0, int64_t s, const 
 class Q8_0Amx {
  public:
   static constexpr bool kInit = true, kMin = false;
+  static constexpr int64_t kVectors = Q8_0Format::kVectors;
   explicit Q8_0Amx(const PackedColumns& g) : g_(g) {}
   HWY_INLINE void Prepare(int64_t s, TileStep& st) const {
-    st.b = Q8_0Codes(g_, s);
-    st.wscale = Q8_0Scales(g_, s);
+    st.b = g_.VectorPtr(s, 0);
+    st.wscale = g_.F16(s);
     st.wmin = _mm512_setzero_ps();
   }
 
@@ -599,20 +520,20 @@ class Q8_0Amx {
 class Q4_KAmx {
  public:
   static constexpr bool kInit = false, kMin = true;
+  static constexpr int64_t kVectors = Q4_KFormat::kVectors;
   explicit Q4_KAmx(const PackedColumns& g) : g_(g) {}
   HWY_INLINE void Prepare(int64_t s, TileStep& st) {
     const int64_t sb = s / 8;
     const int j = static_cast<int>(s % 8);
     if (j == 0) {
-      const Q4KScales scales(Q4_KHead(g_, sb));
+      const Q4KScales scales(g_, sb);
       for (int i = 0; i < 8; ++i) wscale_[i] = scales.Scale(i), wmin_[i] = scales.Min(i);
     }
     st.wscale = wscale_[j];
     st.wmin = wmin_[j];
     // Sub-block j: the low (j even) or high nibbles of chunk j / 2.
-    const uint8_t* qs = Q4_KQs(g_, sb, j / 2);
     for (int i = 0; i < 8; ++i) {
-      __m512i v = LoadVector(qs + 64 * i);
+      __m512i v = g_.Vector(sb, Q4_KFormat::Qs(j / 2, i));
       if (j % 2) v = _mm512_srli_epi16(v, 4);
       _mm512_store_si512(st.b_buf + 64 * i, _mm512_and_si512(v, Nibbles()));
     }
@@ -653,7 +574,7 @@ void AmxColumns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begin, in
   ConfigureTiles();
   const int64_t Nout = w.rows;
   for (int64_t n = n_begin; n < n_end; n += kQCols) {
-    const PackedColumns g = MakePackedColumns(w, n, n_end);
+    const PackedColumns g = MakeGroup(w, F::kVectors, n, n_end);
     const __mmask16 mask = static_cast<__mmask16>((1u << g.count) - 1);
     F format(g);
     for (int64_t m0 = 0; m0 < xq.rows; m0 += kQRowTile) {
@@ -716,10 +637,8 @@ void MatMulQuantized(const float* x, int64_t M, const WeightRef& w, const float*
     Fail("MatMul: ", DTypeName(w.dtype), " weight of ", w.cols, " columns needs whole blocks (",
          BlockElems(w.dtype), ") and ", RowBytes(w.dtype, w.cols), " bytes per row, has ", w.row_bytes);
   }
-  const WeightLayout want = HasPackedLayout(w.dtype) ? WeightLayout::kGroups16 : WeightLayout::kRows;
-  if (w.layout != want) {
-    Fail("MatMul: ", DTypeName(w.dtype), " weights must be ",
-         want == WeightLayout::kRows ? "in row layout" : "packed first (PackMatrices / ops::PackWeight)");
+  if (w.layout != WeightLayout::kGroups16) {
+    Fail("MatMul: ", DTypeName(w.dtype), " weights must be packed first (PackMatrices / ops::PackWeight)");
   }
   // One quantised copy of x per calling thread, reused so decode allocates nothing.
   thread_local QuantizedRows xq;

@@ -15,70 +15,68 @@ namespace {
 
 using namespace quant;
 
-// Where byte `i` of one row-layout block of lane c goes: region 0 (codes / qs) or 1 (scales /
-// heads), at offset `off` inside that region's part for the block; Q8_0 codes are flipped to
-// unsigned. Each region holds its blocks back to back, `region_bytes` per block.
-struct Placement {
-  int region;
-  int off;
-  bool flip;
+// A block format as fields of its row-layout block: runs of dwords, which become one vector
+// (a dword per lane) each, or one f16, which goes to the group's f16 region.
+struct Field {
+  int offset, bytes;
+  bool f16;
+  bool flip;  // Q8_0 codes: stored + 128
 };
 
-Placement Place(DType t, int c, int i) {
-  constexpr int kLanes = kPackRows;
-  if (t == DType::kQ8_0) {
-    if (i < 2) return {1, 2 * c + i, false};
-    const int k = i - 2;
-    return {0, (k / 4 * kLanes + c) * 4 + k % 4, true};
+struct FormatFields {
+  Field fields[4];
+  int count;
+  int vectors;  // vectors per block
+};
+
+FormatFields Fields(DType t) {
+  switch (t) {
+    case DType::kQ8_0: return {{{0, 2, true, false}, {2, 32, false, true}}, 2, 8};
+    case DType::kQ4_0: return {{{0, 2, true, false}, {2, 16, false, false}}, 2, 4};
+    case DType::kQ4_K: return {{{0, 4, false, false}, {4, 12, false, false}, {16, 128, false, false}}, 3, 36};
+    case DType::kQ6_K:
+      return {{{0, 128, false, false}, {128, 64, false, false}, {192, 16, false, false}, {208, 2, true, false}}, 4, 52};
+    default: Fail("PackWeight: ", DTypeName(t), " has no packed layout");
   }
-  // Q4_K
-  if (i < kQ4_KScales) return {1, 4 * c + i, false};
-  if (i < kQ4_KQs) {
-    const int k = i - kQ4_KScales;
-    return {1, 64 + (k / 4) * 64 + 4 * c + k % 4, false};
-  }
-  const int k = i - kQ4_KQs;
-  return {0, (k / 32) * 512 + ((k % 32) / 4 * kLanes + c) * 4 + k % 4, false};
 }
 
-// Bytes per block of region 0 and region 1, for 16 lanes.
-int RegionBytes(DType t, int region) {
-  if (t == DType::kQ8_0) return region == 0 ? 512 : 32;
-  return region == 0 ? 2048 : 256;
-}
-
-// Offsets of every byte of a block of lane c inside the packed group (block 0), and of each
-// further block's bytes: table[c][i] + b * RegionBytes(region).
+// Where each byte of one row-layout block of each lane goes in a packed group: offset of block
+// 0's copy, plus b * (vector bytes per block) for vector bytes or b * 32 for f16 bytes.
 class PlacementTable {
  public:
   PlacementTable(DType t, int64_t blocks) : block_bytes_(static_cast<int>(BlockBytes(t))) {
+    const FormatFields f = Fields(t);
+    vector_stride_ = 64 * static_cast<size_t>(f.vectors);
+    const size_t f16_region = static_cast<size_t>(blocks) * vector_stride_;
     offsets_.resize(kPackRows * block_bytes_);
-    regions_.resize(kPackRows * block_bytes_);
+    f16_.resize(kPackRows * block_bytes_);
     flips_.resize(kPackRows * block_bytes_);
-    const size_t region1 = static_cast<size_t>(blocks) * RegionBytes(t, 0);
-    stride_[0] = RegionBytes(t, 0);
-    stride_[1] = RegionBytes(t, 1);
     for (int c = 0; c < kPackRows; ++c) {
-      for (int i = 0; i < block_bytes_; ++i) {
-        const Placement p = Place(t, c, i);
-        offsets_[c * block_bytes_ + i] = (p.region == 0 ? 0 : region1) + p.off;
-        regions_[c * block_bytes_ + i] = static_cast<uint8_t>(p.region);
-        flips_[c * block_bytes_ + i] = p.flip ? 0x80 : 0;
+      int vector = 0;
+      for (int i = 0; i < f.count; ++i) {
+        const Field& field = f.fields[i];
+        for (int k = 0; k < field.bytes; ++k) {
+          const int at = c * block_bytes_ + field.offset + k;
+          offsets_[at] = field.f16 ? f16_region + 2 * c + k : 64 * (vector + k / 4) + 4 * c + k % 4;
+          f16_[at] = field.f16;
+          flips_[at] = field.flip ? 0x80 : 0;
+        }
+        if (!field.f16) vector += field.bytes / 4;
       }
     }
   }
   int block_bytes() const { return block_bytes_; }
   size_t Offset(int c, int i, int64_t b) const {
-    const int k = c * block_bytes_ + i;
-    return offsets_[k] + static_cast<size_t>(b) * stride_[regions_[k]];
+    const int at = c * block_bytes_ + i;
+    return offsets_[at] + static_cast<size_t>(b) * (f16_[at] ? 32 : vector_stride_);
   }
   uint8_t Flip(int c, int i) const { return flips_[c * block_bytes_ + i]; }
 
  private:
   int block_bytes_;
-  size_t stride_[2];
+  size_t vector_stride_;
   std::vector<size_t> offsets_;
-  std::vector<uint8_t> regions_, flips_;
+  std::vector<uint8_t> f16_, flips_;
 };
 
 void CheckPackable(const WeightRef& w) {
@@ -91,7 +89,7 @@ void CheckPackable(const WeightRef& w) {
 
 }  // namespace
 
-bool HasPackedLayout(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_K; }
+bool HasPackedLayout(DType t) { return IsBlockQuantized(t); }
 
 size_t PackedBytes(DType t, int64_t rows, int64_t cols) {
   const int64_t groups = (rows + kPackRows - 1) / kPackRows;

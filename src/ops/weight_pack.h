@@ -1,23 +1,21 @@
-// The kGroups16 layout (core/tensor.h) of Q8_0 and Q4_K weights: what the 16-column kernels in
-// ops/matmul_quant.cc read with plain contiguous loads, so that no block is transposed or
-// gathered at run time. It is made once, at load, and holds exactly the row layout's bytes,
-// rearranged; only the zero rows that pad the last group to 16 are added.
+// The kGroups16 layout (core/tensor.h) of block-quantised weights (Q8_0, Q4_0, Q4_K, Q6_K):
+// what the 16-column kernels in ops/matmul_quant.cc read with plain contiguous loads, so that
+// no block is transposed or gathered at run time. It is made once, at load, and holds exactly
+// the row layout's bytes, rearranged; only the zero rows that pad the last group are added.
 //
 // Rows 16g .. 16g + 15 form group g, 16 * RowBytes(dtype, cols) bytes at data + g * that. In a
-// group, "lane c" is row 16g + c and a "vector" is 64 bytes holding one dword per lane:
+// group, "lane c" is row 16g + c and a "vector" is 64 bytes holding one dword per lane. A
+// group is [nb blocks x V vectors][nb x 32 B of f16]: vector v of block b holds dword v of
+// every lane's block b, counting only the block's dword fields, in order; the f16 part holds
+// each lane's one f16 field (Q8_0, Q4_0: d; Q6_K: d), lane order. Per block:
 //
-//   Q8_0, nb = cols / 32 blocks:  [nb x 512 B codes][nb x 32 B scales]
-//     codes of block b: 8 vectors; dword j of lane c = codes 4j .. 4j+3 of row c, each
-//     stored + 128 (as unsigned bytes, the operand vpdpbusd and the tile unit want)
-//     scales of block b: the 16 rows' f16 d, lane order
-//   Q4_K, ns = cols / 256 super-blocks:  [ns x 2048 B qs][ns x 256 B heads]
-//     qs of super-block s: 4 chunks of 8 vectors; dword j of lane c in chunk h = qs bytes
-//     32h + 4j .. 32h + 4j + 3 of row c (low nibbles: sub-block 2h, high: 2h + 1)
-//     head of super-block s: 1 vector of (d | dmin << 16), then 3 vectors of the 12 packed
-//     scale bytes (vector i: bytes 4i .. 4i + 3)
+//   Q8_0  V = 8:  codes 0-31, each stored + 128 (unsigned, as vpdpbusd and the tile unit want)
+//   Q4_0  V = 4:  qs 0-15
+//   Q4_K  V = 36: (d | dmin << 16), 3 of packed scales, 32 of qs
+//   Q6_K  V = 52: 32 of ql, 16 of qh, 4 of int8 scales
 //
-// Every region starts at a multiple of 64 bytes from the group's start when cols is a multiple
-// of 64 (Q8_0) or 256 (Q4_K), so loads from a 64-byte-aligned buffer never split a line.
+// With cols a multiple of 64 (Q8_0, Q4_0, Q4_K) or 512 (Q6_K), every vector lies on a 64-byte
+// boundary of a 64-byte-aligned buffer, so no load splits a cache line.
 #pragma once
 
 #include <cstddef>
@@ -30,7 +28,7 @@ namespace dflash::ops {
 
 constexpr int64_t kPackRows = 16;
 
-// Q8_0 and Q4_K.
+// The block-quantised formats.
 bool HasPackedLayout(DType t);
 
 // Bytes of a kGroups16 copy of a rows x cols matrix.
