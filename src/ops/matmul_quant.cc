@@ -18,7 +18,7 @@
 // activation rows, so a 16-row verify reads and unpacks each weight block once (the decode
 // shape, one row, is bound by memory either way). Other targets run a portable scalar path.
 //
-// AMX (ops/amx.h): with 8 or more rows, Q8_0 and Q4_K use int8 tile dot products instead: the
+// AMX (ops/amx.h): with 12 or more rows, Q8_0 and Q4_K use int8 tile dot products instead: the
 // packed weights of a block are the B operand as they lie in memory, 16 activation rows the A
 // operand, and one instruction computes the block's 16 x 16 integer sums; each output element
 // then gets exactly Step()'s f32 operations (ScaleBlock), so the two paths agree bit for bit.
@@ -56,10 +56,11 @@ inline int CodeOffset(DType t) {
   }
 }
 
-// Formats with a tile kernel, and the fewest rows for which it beats VNNI: a tile step costs
-// the same for 1 or 16 rows (bench/matmul_bench.cc: about even at 8 rows, 1.5x faster at 16).
+// Formats with a tile kernel, and the fewest rows for which it beats VNNI. A tile block costs
+// the same for 1 or 16 rows; on the 2-vCPU Xeon this was tuned on, 1024x3072, 1 thread
+// (bench/matmul_bench.cc): 8 rows 650-740 us tiles vs 420-500 VNNI, 16 rows 690-710 vs 750-1000.
 inline bool HasAmxKernel(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_K; }
-constexpr int64_t kAmxMinRows = 8;
+constexpr int64_t kAmxMinRows = 12;
 }  // namespace dflash::ops
 #endif
 
@@ -500,12 +501,22 @@ HWY_INLINE void TileScale(const QuantizedRows& xq, int64_t m0, int64_t s, const 
   }
 }
 
-// Tile formats: Prepare(s, st) sets block s's B operand and scales.
+HWY_INLINE void PrefetchLine(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+
+// Tile formats: Prepare(s, st) sets block s's B operand and scales; Prefetch(s) fetches block
+// s's weights. A tile load waits for all its lines and the hardware prefetcher does not follow
+// tile loads, so without prefetching every block would wait for memory.
 class Q8_0Amx {
  public:
   static constexpr bool kInit = true, kMin = false;
   static constexpr int64_t kVectors = Q8_0Format::kVectors;
+  static constexpr int64_t kAhead = 8;  // blocks, ~4 KB
   explicit Q8_0Amx(const PackedColumns& g) : g_(g) {}
+  HWY_INLINE void Prefetch(int64_t s) const {
+    if (s >= g_.blocks) return;
+    for (int i = 0; i < kVectors; ++i) PrefetchLine(g_.VectorPtr(s, i));
+    if (s % 2 == 0) PrefetchLine(g_.VectorPtr(0, 0) + 64 * kVectors * g_.blocks + 32 * s);  // two blocks' f16 per line
+  }
   HWY_INLINE void Prepare(int64_t s, TileStep& st) const {
     st.b = g_.VectorPtr(s, 0);
     st.wscale = g_.F16(s);
@@ -521,7 +532,14 @@ class Q4_KAmx {
  public:
   static constexpr bool kInit = false, kMin = true;
   static constexpr int64_t kVectors = Q4_KFormat::kVectors;
+  static constexpr int64_t kAhead = 16;  // sub-blocks, ~4.5 KB
   explicit Q4_KAmx(const PackedColumns& g) : g_(g) {}
+  // Sub-block s fetches its eighth of its super-block's lines.
+  HWY_INLINE void Prefetch(int64_t s) const {
+    if (s >= 8 * g_.blocks) return;
+    const int j = static_cast<int>(s % 8);
+    for (int64_t v = kVectors * j / 8; v < kVectors * (j + 1) / 8; ++v) PrefetchLine(g_.VectorPtr(s / 8, v));
+  }
   HWY_INLINE void Prepare(int64_t s, TileStep& st) {
     const int64_t sb = s / 8;
     const int j = static_cast<int>(s % 8);
@@ -555,6 +573,7 @@ HWY_INLINE void TileRows(F& format, const QuantizedRows& xq, int64_t m0, int64_t
   const auto issue = [&](int64_t s) {
     if (s >= steps) return;
     TileStep& d = st[s % kDepth];
+    format.Prefetch(s + F::kAhead);
     format.Prepare(s, d);
     if (s % 2 == 0) {
       TileDot<0>(xq, m0, s, d);
