@@ -109,35 +109,38 @@ HWY_INLINE void TileScores(const float* q, const float* kt, int64_t ks, int dim,
   }
 }
 
-// acc = acc * rescale, then acc += p[j] * v[j] for tile keys j in [jb, je) in order, over dim
-// floats (a multiple of kLanes; v rows vs floats apart). Each slice of the accumulator stays
-// in registers for the whole tile (one load and one store per tile, not per key).
-HWY_INLINE void AccumulateTile(float* acc, float rescale, const float* p, const float* v, int64_t v_stride, int jb, int je,
-                               int dim) {
+// Slices of W vectors of the accumulator from float i while they fit in dim: each slice stays
+// in registers for the whole tile (one load and one store per tile, not per key). W
+// independent FMA chains per key hide the FMA latency; returns where the slices stopped.
+template <int W>
+HWY_INLINE int AccumulateSlices(float* acc, VF rescale, const float* p, const float* v, int64_t v_stride, int jb,
+                                int je, int i, int dim) {
   const DF d;
-  const auto vs = hn::Set(d, rescale);
-  int i = 0;
-  for (; i + 4 * kLanes <= dim; i += 4 * kLanes) {
-    VF a0 = hn::Mul(hn::LoadU(d, acc + i), vs), a1 = hn::Mul(hn::LoadU(d, acc + i + kLanes), vs);
-    VF a2 = hn::Mul(hn::LoadU(d, acc + i + 2 * kLanes), vs), a3 = hn::Mul(hn::LoadU(d, acc + i + 3 * kLanes), vs);
+  for (; i + W * kLanes <= dim; i += W * kLanes) {
+    VF a[W];
+#pragma GCC unroll 8
+    for (int w = 0; w < W; ++w) a[w] = hn::Mul(hn::LoadU(d, acc + i + w * kLanes), rescale);
     for (int j = jb; j < je; ++j) {
       const VF pj = hn::Set(d, p[j]);
       const float* vj = v + j * v_stride + i;
-      a0 = hn::MulAdd(pj, hn::LoadU(d, vj), a0);
-      a1 = hn::MulAdd(pj, hn::LoadU(d, vj + kLanes), a1);
-      a2 = hn::MulAdd(pj, hn::LoadU(d, vj + 2 * kLanes), a2);
-      a3 = hn::MulAdd(pj, hn::LoadU(d, vj + 3 * kLanes), a3);
+#pragma GCC unroll 8
+      for (int w = 0; w < W; ++w) a[w] = hn::MulAdd(pj, hn::LoadU(d, vj + w * kLanes), a[w]);
     }
-    hn::StoreU(a0, d, acc + i);
-    hn::StoreU(a1, d, acc + i + kLanes);
-    hn::StoreU(a2, d, acc + i + 2 * kLanes);
-    hn::StoreU(a3, d, acc + i + 3 * kLanes);
+#pragma GCC unroll 8
+    for (int w = 0; w < W; ++w) hn::StoreU(a[w], d, acc + i + w * kLanes);
   }
-  for (; i < dim; i += kLanes) {
-    VF a = hn::Mul(hn::LoadU(d, acc + i), vs);
-    for (int j = jb; j < je; ++j) a = hn::MulAdd(hn::Set(d, p[j]), hn::LoadU(d, v + j * v_stride + i), a);
-    hn::StoreU(a, d, acc + i);
-  }
+  return i;
+}
+
+// acc = acc * rescale, then acc += p[j] * v[j] for tile keys j in [jb, je) in order, over dim
+// floats (a multiple of kLanes; v rows v_stride floats apart). Every element sees the same
+// operations in the same order whatever slice width covers it.
+HWY_INLINE void AccumulateTile(float* acc, float rescale, const float* p, const float* v, int64_t v_stride, int jb, int je,
+                               int dim) {
+  const VF vs = hn::Set(DF(), rescale);
+  int i = AccumulateSlices<8>(acc, vs, p, v, v_stride, jb, je, 0, dim);
+  i = AccumulateSlices<4>(acc, vs, p, v, v_stride, jb, je, i, dim);
+  AccumulateSlices<1>(acc, vs, p, v, v_stride, jb, je, i, dim);
 }
 
 // exp(s[j] - max) for the kKeyTile scores of a tile, vectorised (masked lanes are -inf -> 0).
@@ -224,11 +227,14 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
     for (int64_t t0 = (lo / kKeyTile) * kKeyTile; t0 < hi; t0 += kKeyTile) {
       // Keys at and past `hi` may not exist: the tile's rows for them stay zero and unread.
       const int rows = static_cast<int>(std::min<int64_t>(kKeyTile, hi - t0));
-      // A whole f32 tile without padding is read in place (same values, no copy).
+      // A whole f32 tile without padding is read in place (same values, no copy) when one row
+      // reads it. For several rows it is copied: cache positions are n_kv_heads * head_dim
+      // floats apart (4 KB for Qwen3-0.6B), so a tile's rows in place all fall into the same
+      // few L1 sets and would be evicted before the next row reads them.
       const float* kt = k_tile.data();
       const float* vt = v_tile.data();
       int64_t tile_stride = hd_pad;
-      if (kv.type == DType::kF32 && hd_pad == hd && rows == kKeyTile) {
+      if (kv.type == DType::kF32 && hd_pad == hd && rows == kKeyTile && m1 - m0 == 1) {
         kt = reinterpret_cast<const float*>(k_head + t0 * kv.stride * elem);
         vt = reinterpret_cast<const float*>(v_head + t0 * kv.stride * elem);
         tile_stride = kv.stride;
