@@ -26,16 +26,15 @@ struct Field {
 struct FormatFields {
   Field fields[4];
   int count;
-  int vectors;  // vectors per block
 };
 
 FormatFields Fields(DType t) {
   switch (t) {
-    case DType::kQ8_0: return {{{0, 2, true, false}, {2, 32, false, true}}, 2, 8};
-    case DType::kQ4_0: return {{{0, 2, true, false}, {2, 16, false, false}}, 2, 4};
-    case DType::kQ4_K: return {{{0, 4, false, false}, {4, 12, false, false}, {16, 128, false, false}}, 3, 36};
+    case DType::kQ8_0: return {{{0, 2, true, false}, {2, 32, false, true}}, 2};
+    case DType::kQ4_0: return {{{0, 2, true, false}, {2, 16, false, false}}, 2};
+    case DType::kQ4_K: return {{{0, 4, false, false}, {4, 12, false, false}, {16, 128, false, false}}, 3};
     case DType::kQ6_K:
-      return {{{0, 128, false, false}, {128, 64, false, false}, {192, 16, false, false}, {208, 2, true, false}}, 4, 52};
+      return {{{0, 128, false, false}, {128, 64, false, false}, {192, 16, false, false}, {208, 2, true, false}}, 4};
     default: Fail("PackWeight: ", DTypeName(t), " has no packed layout");
   }
 }
@@ -46,7 +45,9 @@ class PlacementTable {
  public:
   PlacementTable(DType t, int64_t blocks) : block_bytes_(static_cast<int>(BlockBytes(t))) {
     const FormatFields f = Fields(t);
-    vector_stride_ = 64 * static_cast<size_t>(f.vectors);
+    int vectors = 0;  // per block: one per dword of the dword fields
+    for (int i = 0; i < f.count; ++i) vectors += f.fields[i].f16 ? 0 : f.fields[i].bytes / 4;
+    vector_stride_ = 64 * static_cast<size_t>(vectors);
     const size_t f16_region = static_cast<size_t>(blocks) * vector_stride_;
     offsets_.resize(kPackRows * block_bytes_);
     f16_.resize(kPackRows * block_bytes_);
