@@ -64,6 +64,7 @@ void TensorStore::ReplaceWithPacked(const std::string& name, std::vector<uint8_t
 
 void TensorStore::Remove(const std::string& name) {
   if (tensors_.erase(name) == 0) Fail(origin_, ": tensor '", name, "' is missing");
+  owned_.erase(name);
 }
 
 const Tensor* TensorStore::Find(const std::string& name) const {
