@@ -2,7 +2,8 @@
 // then the tensor data, each tensor at an offset aligned to general.alignment (default 32).
 // All integers little-endian; strings are a u64 length and bytes.
 //
-// Tensors are used in place (mmap) under Hugging Face names (DFlash drafts: z-lab's names) (token_embd.weight ->
+// Tensors are mapped in place (mmap; block-quantised matrices are packed into copies before use,
+// see PackMatrices) under Hugging Face names (DFlash drafts: z-lab's names) (token_embd.weight ->
 // model.embed_tokens.weight, blk.N.attn_q.weight -> model.layers.N.self_attn.q_proj.weight,
 // ...), so the Qwen3 model binds them as it binds safetensors. GGUF lists dimensions
 // innermost first; the store keeps ours, outermost first.
