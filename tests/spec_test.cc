@@ -15,6 +15,16 @@
 namespace dflash {
 namespace {
 
+// Greedy options for n new tokens whose every cycle speculates (acceptance is what these tests
+// check); block 1 is plain decoding, the reference.
+GenerateOptions AlwaysSpeculate(int max_new_tokens) {
+  GenerateOptions g;
+  g.policy = SpecPolicy::kAlways;
+  g.max_new_tokens = max_new_tokens;
+  g.block_size = 1;
+  return g;
+}
+
 using testing::MakeRandomDraft;
 using testing::MakeRandomTarget;
 
@@ -91,10 +101,7 @@ TEST(Spec, GreedyScriptedDraftIsBitIdenticalAtEveryAcceptanceLength) {
     SCOPED_TRACE(DTypeName(kv));
     Qwen3Model target(rt->config, rt->weights.store, Options(0, 64, kv), pool);
     const std::vector<int32_t> prompt = {3, 14, 15, 92, 65, 35};
-    GenerateOptions plain;
-    plain.policy = SpecPolicy::kAlways;  // every cycle speculates: acceptance is what is tested
-    plain.max_new_tokens = 160;
-    plain.block_size = 1;
+    const GenerateOptions plain = AlwaysSpeculate(160);
     const GenerateResult ref = Generate(target, nullptr, prompt, plain);
     ASSERT_EQ(ref.tokens.size(), 160u);
     for (int B = 1; B <= 16; ++B) {
@@ -201,10 +208,7 @@ TEST(Spec, StopTokenTruncatesInsideAcceptedBlock) {
   auto rt = MakeRandomTarget(97, 32, 2, 1);
   Qwen3Model target(rt->config, rt->weights.store, Options(0), pool);
   const std::vector<int32_t> prompt = {3, 14, 15, 92, 65, 35};
-  GenerateOptions plain;
-  plain.policy = SpecPolicy::kAlways;  // every cycle speculates: acceptance is what is tested
-  plain.max_new_tokens = 60;
-  plain.block_size = 1;
+  const GenerateOptions plain = AlwaysSpeculate(60);
   const GenerateResult ref = Generate(target, nullptr, prompt, plain);
   GenerateOptions stop = plain;
   stop.stop_tokens = {ref.tokens[20]};
@@ -240,10 +244,7 @@ TEST(Spec, RealDraftWithWindowsAndSlidingLayersStaysLossless) {
       dopt.window = window;
       dopt.sink = 4;
       DFlashDraft draft(rd->config, rd->weights.store, target, dopt, pool);
-      GenerateOptions g;
-      g.policy = SpecPolicy::kAlways;
-      g.max_new_tokens = 80;
-      g.block_size = 1;
+      GenerateOptions g = AlwaysSpeculate(80);
       const GenerateResult ref = Generate(target, nullptr, prompt, g);
       target.Truncate(0);
       g.block_size = 16;

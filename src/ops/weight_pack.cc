@@ -1,7 +1,6 @@
 #include "ops/weight_pack.h"
 
 #include <algorithm>
-#include <cstring>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -106,17 +105,13 @@ WeightRef PackWeight(const WeightRef& w, uint8_t* out, ThreadPool& pool) {
   const size_t group_bytes = kPackRows * w.row_bytes;
   pool.ParallelFor(groups, [&](int64_t g) {
     uint8_t* dst = out + g * group_bytes;
-    std::memset(dst, 0, group_bytes);  // padding rows: zero scales, so zero outputs
-    if (w.dtype == DType::kQ8_0) {     // their codes still carry the +128 of code 0
-      for (int64_t b = 0; b < blocks; ++b)
-        for (int c = 0; c < kPackRows; ++c)
-          for (int i = 2; i < kQ8_0Bytes; ++i) dst[table.Offset(c, i, b)] = 0x80;
-    }
-    const int count = static_cast<int>(std::min<int64_t>(kPackRows, w.rows - g * kPackRows));
-    for (int c = 0; c < count; ++c) {
-      const uint8_t* row = w.Row(g * kPackRows + c);
+    // Rows past the matrix are packed as all-zero blocks: zero scales, so zero outputs.
+    static constexpr uint8_t kZeroBlock[kQ6_KBytes] = {};  // the largest block
+    const int64_t count = std::min<int64_t>(kPackRows, w.rows - g * kPackRows);
+    for (int c = 0; c < kPackRows; ++c) {
+      const uint8_t* row = c < count ? w.Row(g * kPackRows + c) : nullptr;
       for (int64_t b = 0; b < blocks; ++b) {
-        const uint8_t* blk = row + b * table.block_bytes();
+        const uint8_t* blk = row ? row + b * table.block_bytes() : kZeroBlock;
         for (int i = 0; i < table.block_bytes(); ++i) dst[table.Offset(c, i, b)] = blk[i] ^ table.Flip(c, i);
       }
     }
