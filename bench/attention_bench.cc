@@ -34,7 +34,8 @@ void BM_Attention(benchmark::State& state) {
   std::vector<uint8_t> k_store(k.size() * elem), v_store(v.size() * elem);
   ops::StoreKv(k.data(), static_cast<int64_t>(k.size()), type, k_store.data());
   ops::StoreKv(v.data(), static_cast<int64_t>(v.size()), type, v_store.data());
-  const ops::KvView kv{k_store.data(), v_store.data(), kv_dim, type};
+  // Head-major, as the target's cache lays it out (the values are synthetic either way).
+  const ops::KvView kv{k_store.data(), v_store.data(), 128, type, keys * 128};
   std::vector<int32_t> begin(M, 0), end(M);
   for (int64_t m = 0; m < M; ++m) end[m] = static_cast<int32_t>(ctx + m + 1);  // causal
   for (auto _ : state) {

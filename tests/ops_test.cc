@@ -233,8 +233,9 @@ TEST(Attention, StoreKvRoundsEachElementToNearestEven) {
 }
 
 // Per cache type and two head shapes (a head_dim with a tail after the last full vector, and
-// Qwen3's 16/8/128): the double-precision reference on the values the cache holds, and bit
-// equality of every row whether it is computed alone or in a block of 1..17 rows.
+// Qwen3's 16/8/128): the double-precision reference on the values the cache holds, the same
+// bits from a head-major cache, and bit equality of every row whether it is computed alone or
+// in a block of 1..17 rows.
 TEST(Attention, MatchesReferenceAndIsBatchInvariant) {
   ThreadPool pool(2);
   for (const ops::AttentionShape shape : {ops::AttentionShape{4, 2, 40, 1.0f / std::sqrt(40.0f)},
@@ -269,6 +270,22 @@ TEST(Attention, MatchesReferenceAndIsBatchInvariant) {
             ASSERT_NEAR(out[m * q_dim + h * shape.head_dim + i], want, 2e-5) << "m=" << m << " h=" << h;
           }
         }
+      }
+      {  // A head-major cache (each KV head's positions contiguous) holds the same values.
+        std::vector<float> kh(k.size()), vh(v.size());
+        for (int t = 0; t < T; ++t) {
+          for (int64_t c = 0; c < kv_dim; ++c) {
+            const int64_t h = c / shape.head_dim, i = c % shape.head_dim;
+            kh[(h * T + t) * shape.head_dim + i] = k[t * kv_dim + c];
+            vh[(h * T + t) * shape.head_dim + i] = v[t * kv_dim + c];
+          }
+        }
+        const StoredKv kvh = StoreRows(kh, vh, type);
+        const ops::KvView head_major{kvh.k.data(), kvh.v.data(), shape.head_dim, type,
+                                     static_cast<int64_t>(T) * shape.head_dim};
+        std::vector<float> out_hm(M * q_dim);
+        ops::Attention(q.data(), M, q_dim, shape, head_major, kb.data(), ke.data(), out_hm.data(), q_dim, pool);
+        ASSERT_EQ(0, std::memcmp(out_hm.data(), out.data(), out.size() * sizeof(float))) << "head-major layout";
       }
       std::vector<float> alone(M * q_dim);
       for (int m = 0; m < M; ++m) {

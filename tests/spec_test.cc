@@ -132,6 +132,7 @@ class CostedTarget : public TargetModel {
   int kv_length() const override { return inner_.kv_length(); }
   int kv_capacity() const override { return inner_.kv_capacity(); }
   void Truncate(int length) override { inner_.Truncate(length); }
+  void FillSyntheticKv(int length) override { inner_.FillSyntheticKv(length); }
   int max_rows() const override { return inner_.max_rows(); }
   const DecoderConfig& config() const override { return inner_.config(); }
   std::span<const int> capture_layers() const override { return inner_.capture_layers(); }

@@ -39,15 +39,9 @@ std::vector<VerifyCostPoint> MeasureVerifyCost(TargetModel& target, std::vector<
     Fail("verify cost: context ", contexts.back(), " + ", rows.back(), " rows exceeds the KV capacity ",
          target.kv_capacity(), " (raise --ctx)");
   }
-  target.Truncate(0);
   std::vector<VerifyCostPoint> points;
   for (int ctx : contexts) {
-    while (target.kv_length() < ctx) {
-      const int n = std::min(target.max_rows(), ctx - target.kv_length());
-      const std::vector<int32_t> chunk = FillerTokens(n, vocab, target.kv_length());
-      target.Forward(chunk, /*all_logits=*/false);
-      if (progress) progress("filling KV cache", target.kv_length(), ctx);
-    }
+    target.FillSyntheticKv(ctx);
     double one_ms = 0;
     for (int r : rows) {
       const std::vector<int32_t> block = FillerTokens(r, vocab, ctx + 7);

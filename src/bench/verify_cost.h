@@ -22,8 +22,9 @@ struct VerifyCostPoint {
 
 using Progress = std::function<void(const char* what, int done, int total)>;
 
-// Fills the target's KV cache to each context (ascending), then times Forward of each row
-// count `repeats` times (after one warm-up), cropping back after every pass.
+// Fills the target's KV cache to each context (ascending) with synthetic keys and values
+// (TargetModel::FillSyntheticKv: no prefill, so 16k contexts take seconds), then times Forward
+// of each row count `repeats` times (after one warm-up), cropping back after every pass.
 std::vector<VerifyCostPoint> MeasureVerifyCost(TargetModel& target, std::vector<int> contexts,
                                                std::vector<int> rows, int repeats,
                                                const Progress& progress = {});

@@ -80,6 +80,42 @@ void Qwen3Model::Truncate(int length) {
   kv_->length = length;
 }
 
+void Qwen3Model::StorePositions(const float* rows, int n, int pos0, uint8_t* layer_cache) const {
+  const int hd = cfg_.head_dim;
+  for (int h = 0; h < cfg_.num_kv_heads; ++h) {
+    uint8_t* head = layer_cache + RowBytes(options_.kv_type, (static_cast<int64_t>(h) * options_.kv_capacity + pos0) * hd);
+    for (int r = 0; r < n; ++r) {
+      ops::StoreKv(rows + static_cast<size_t>(r) * kv_dim_ + static_cast<size_t>(h) * hd, hd, options_.kv_type,
+                   head + RowBytes(options_.kv_type, static_cast<int64_t>(r) * hd));
+    }
+  }
+}
+
+void Qwen3Model::FillSyntheticKv(int length) {
+  if (length < 0 || length > options_.kv_capacity) {
+    Fail("target: synthetic KV length ", length, " is outside [0, ", options_.kv_capacity, "]");
+  }
+  // Values in [-1, 1) from a multiplicative hash: like real normalised keys in scale, and
+  // rounding to f16/bf16 keeps them normal numbers.
+  constexpr int kChunk = 256;
+  std::vector<float> rows(static_cast<size_t>(kChunk) * kv_dim_);
+  uint32_t state = 0x9e3779b9u;
+  for (int layer = 0; layer < cfg_.num_layers; ++layer) {
+    for (uint8_t* base : {kv_->k.data(), kv_->v.data()}) {
+      uint8_t* cache = base + static_cast<size_t>(layer) * KvLayerBytes();
+      for (int p0 = 0; p0 < length; p0 += kChunk) {
+        const int n = std::min(kChunk, length - p0);
+        for (size_t i = 0; i < static_cast<size_t>(n) * kv_dim_; ++i) {
+          state = state * 1664525u + 1013904223u;
+          rows[i] = static_cast<float>(state >> 8) * (2.0f / 16777216.0f) - 1.0f;
+        }
+        StorePositions(rows.data(), n, p0, cache);
+      }
+    }
+  }
+  kv_->length = length;
+}
+
 void Qwen3Model::Attention(int layer, int n) {
   const DecoderLayerWeights& w = layers_[layer];
   const int pos0 = kv_->length;
@@ -102,12 +138,12 @@ void Qwen3Model::Attention(int layer, int n) {
     key_begin_[r] = window > 0 ? std::max(0, pos - window + 1) : 0;
     key_end_[r] = pos + 1;
   }
-  const size_t stored = RowBytes(options_.kv_type, static_cast<int64_t>(pos0) * kv_dim_);
-  ops::StoreKv(k_rows, static_cast<int64_t>(n) * kv_dim_, options_.kv_type, k_layer + stored);
-  ops::StoreKv(v_rows, static_cast<int64_t>(n) * kv_dim_, options_.kv_type, v_layer + stored);
+  StorePositions(k_rows, n, pos0, k_layer);
+  StorePositions(v_rows, n, pos0, v_layer);
   ops::AttentionShape shape{cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim,
                             1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
-  ops::Attention(q_.data(), n, q_dim_, shape, ops::KvView{k_layer, v_layer, kv_dim_, options_.kv_type},
+  ops::Attention(q_.data(), n, q_dim_, shape, ops::KvView{k_layer, v_layer, cfg_.head_dim, options_.kv_type,
+                                          static_cast<int64_t>(options_.kv_capacity) * cfg_.head_dim},
                  key_begin_.data(), key_end_.data(), attn_.data(), q_dim_, pool_);
   ops::MatMul(attn_.data(), n, w.o_proj, BiasOrNull(w.o_bias), xn_.data(), pool_);
 }

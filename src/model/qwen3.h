@@ -25,8 +25,9 @@ struct TargetOptions {
   bool own_cache = true;
 };
 
-// One sequence's keys and values: [layer][position][kv_dim] elements of `type` each (raw
-// bytes), and how many positions are filled.
+// One sequence's keys and values: [layer][kv head][position][head_dim] elements of `type`
+// each (raw bytes), and how many positions are filled. Head-major, so that attention, which
+// works one KV head at a time, streams each head's positions from contiguous memory.
 struct KvCache {
   DType type = DType::kF32;
   std::vector<uint8_t> k, v;
@@ -46,6 +47,7 @@ class Qwen3Model final : public TargetModel {
   int kv_length() const override { return kv_->length; }
   int kv_capacity() const override { return options_.kv_capacity; }
   void Truncate(int length) override;
+  void FillSyntheticKv(int length) override;
   int max_rows() const override { return options_.max_rows; }
   const DecoderConfig& config() const override { return cfg_; }
   std::span<const int> capture_layers() const override { return options_.capture_layers; }
@@ -62,6 +64,9 @@ class Qwen3Model final : public TargetModel {
  private:
   void Attention(int layer, int n);
   size_t KvLayerBytes() const;  // one layer's keys (or values) for kv_capacity positions
+  // Stores n rows of kv_dim f32 values ([n][kv_dim], heads side by side) as positions
+  // [pos0, pos0 + n) of one layer's keys or values.
+  void StorePositions(const float* rows, int n, int pos0, uint8_t* layer_cache) const;
   // Copies n rows of `layer`'s output into every feature slot that captures it.
   void Capture(int layer, const float* rows, int n);
 

@@ -27,6 +27,11 @@ class TargetModel {
   virtual int kv_length() const = 0;
   virtual int kv_capacity() const = 0;
   virtual void Truncate(int length) = 0;  // keeps positions [0, length)
+  // For cost benchmarks only: makes the cache `length` positions of synthetic keys and values (a
+  // fixed pseudo-random pattern, no token's). A pass costs the same whatever the cached values
+  // are (attention has no value-dependent branches), so a 16k-context cost curve needs no
+  // 16k-token prefill.
+  virtual void FillSyntheticKv(int length) = 0;
 
   virtual int max_rows() const = 0;
   virtual const DecoderConfig& config() const = 0;

@@ -78,21 +78,30 @@ void WidenRows(DType type, const void* src, int64_t stride, int rows, int hd, in
   }
 }
 
+// kLanes elements of a cache row as f32: loaded (f32) or widened in registers (f16, bf16),
+// the same values WidenRows stores.
+HWY_INLINE VF LoadF32(const float* p) { return hn::LoadU(DF(), p); }
+HWY_INLINE VF LoadF32(const hwy::float16_t* p) { return hn::PromoteTo(DF(), hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p)); }
+HWY_INLINE VF LoadF32(const hwy::bfloat16_t* p) {
+  return hn::PromoteTo(DF(), hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
+}
+
 // s[j] = dot(q, kt + j * ks) over dim floats (a multiple of kLanes) for the key blocks
 // [j_begin, j_end) of a tile (multiples of kLanes). Key j's accumulator and its fold are the
 // same whichever other keys are computed, so a score never depends on the block bounds.
-HWY_INLINE void TileScores(const float* q, const float* kt, int64_t ks, int dim, int j_begin, int j_end, float* s) {
+template <class T>
+HWY_INLINE void TileScores(const float* q, const T* kt, int64_t ks, int dim, int j_begin, int j_end, float* s) {
   const DF d;
   for (int j0 = j_begin; j0 < j_end; j0 += kLanes) {
     VF acc[kLanes];
-    const float* k0 = kt + j0 * ks;
+    const T* k0 = kt + j0 * ks;
     const VF q0 = hn::LoadU(d, q);
 #pragma GCC unroll 16
-    for (int j = 0; j < kLanes; ++j) acc[j] = hn::Mul(q0, hn::LoadU(d, k0 + j * ks));
+    for (int j = 0; j < kLanes; ++j) acc[j] = hn::Mul(q0, LoadF32(k0 + j * ks));
     for (int i = kLanes; i < dim; i += kLanes) {
       const VF qv = hn::LoadU(d, q + i);
 #pragma GCC unroll 16
-      for (int j = 0; j < kLanes; ++j) acc[j] = hn::MulAdd(qv, hn::LoadU(d, k0 + j * ks + i), acc[j]);
+      for (int j = 0; j < kLanes; ++j) acc[j] = hn::MulAdd(qv, LoadF32(k0 + j * ks + i), acc[j]);
     }
     // Fold: a step that leaves m vectors makes acc[j] hold keys j*kLanes/m .. (j+1)*kLanes/m - 1
     // as m lanes of partial sums each; at m = 1, lane j of acc[0] is key j0 + j's dot product.
@@ -112,8 +121,8 @@ HWY_INLINE void TileScores(const float* q, const float* kt, int64_t ks, int dim,
 // Slices of W vectors of the accumulator from float i while they fit in dim: each slice stays
 // in registers for the whole tile (one load and one store per tile, not per key). W
 // independent FMA chains per key hide the FMA latency; returns where the slices stopped.
-template <int W>
-HWY_INLINE int AccumulateSlices(float* acc, VF rescale, const float* p, const float* v, int64_t v_stride, int jb,
+template <int W, class T>
+HWY_INLINE int AccumulateSlices(float* acc, VF rescale, const float* p, const T* v, int64_t v_stride, int jb,
                                 int je, int i, int dim) {
   const DF d;
   for (; i + W * kLanes <= dim; i += W * kLanes) {
@@ -122,9 +131,9 @@ HWY_INLINE int AccumulateSlices(float* acc, VF rescale, const float* p, const fl
     for (int w = 0; w < W; ++w) a[w] = hn::Mul(hn::LoadU(d, acc + i + w * kLanes), rescale);
     for (int j = jb; j < je; ++j) {
       const VF pj = hn::Set(d, p[j]);
-      const float* vj = v + j * v_stride + i;
+      const T* vj = v + j * v_stride + i;
 #pragma GCC unroll 8
-      for (int w = 0; w < W; ++w) a[w] = hn::MulAdd(pj, hn::LoadU(d, vj + w * kLanes), a[w]);
+      for (int w = 0; w < W; ++w) a[w] = hn::MulAdd(pj, LoadF32(vj + w * kLanes), a[w]);
     }
 #pragma GCC unroll 8
     for (int w = 0; w < W; ++w) hn::StoreU(a[w], d, acc + i + w * kLanes);
@@ -135,7 +144,8 @@ HWY_INLINE int AccumulateSlices(float* acc, VF rescale, const float* p, const fl
 // acc = acc * rescale, then acc += p[j] * v[j] for tile keys j in [jb, je) in order, over dim
 // floats (a multiple of kLanes; v rows v_stride floats apart). Every element sees the same
 // operations in the same order whatever slice width covers it.
-HWY_INLINE void AccumulateTile(float* acc, float rescale, const float* p, const float* v, int64_t v_stride, int jb, int je,
+template <class T>
+HWY_INLINE void AccumulateTile(float* acc, float rescale, const float* p, const T* v, int64_t v_stride, int jb, int je,
                                int dim) {
   const VF vs = hn::Set(DF(), rescale);
   int i = AccumulateSlices<8>(acc, vs, p, v, v_stride, jb, je, 0, dim);
@@ -222,45 +232,55 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
     for (int64_t p = 0; p < pairs; ++p) state[p] = {kNegInf, 0.0f};
 
     alignas(64) float s[kKeyTile];
-    const auto* k_head = static_cast<const uint8_t*>(kv.k) + static_cast<size_t>(kvh) * hd * elem;
-    const auto* v_head = static_cast<const uint8_t*>(kv.v) + static_cast<size_t>(kvh) * hd * elem;
+    const size_t head_offset = static_cast<size_t>(kvh) * (kv.head_stride ? kv.head_stride : hd) * elem;
+    const auto* k_head = static_cast<const uint8_t*>(kv.k) + head_offset;
+    const auto* v_head = static_cast<const uint8_t*>(kv.v) + head_offset;
     for (int64_t t0 = (lo / kKeyTile) * kKeyTile; t0 < hi; t0 += kKeyTile) {
-      // Keys at and past `hi` may not exist: the tile's rows for them stay zero and unread.
       const int rows = static_cast<int>(std::min<int64_t>(kKeyTile, hi - t0));
-      // A whole f32 tile without padding is read in place (same values, no copy) when one row
-      // reads it. For several rows it is copied: cache positions are n_kv_heads * head_dim
-      // floats apart (4 KB for Qwen3-0.6B), so a tile's rows in place all fall into the same
-      // few L1 sets and would be evicted before the next row reads them.
-      const float* kt = k_tile.data();
-      const float* vt = v_tile.data();
-      int64_t tile_stride = hd_pad;
-      if (kv.type == DType::kF32 && hd_pad == hd && rows == kKeyTile && m1 - m0 == 1) {
-        kt = reinterpret_cast<const float*>(k_head + t0 * kv.stride * elem);
-        vt = reinterpret_cast<const float*>(v_head + t0 * kv.stride * elem);
-        tile_stride = kv.stride;
-      } else {
-        WidenRows(kv.type, k_head + t0 * kv.stride * elem, kv.stride, rows, hd, hd_pad, k_tile.data());
-        WidenRows(kv.type, v_head + t0 * kv.stride * elem, kv.stride, rows, hd, hd_pad, v_tile.data());
-        std::fill(k_tile.data() + static_cast<size_t>(rows) * hd_pad, k_tile.data() + tile_floats, 0.0f);
-      }
-      for (int64_t m = m0; m < m1; ++m) {
-        const int jb = static_cast<int>(std::max<int64_t>(key_begin[m], t0) - t0);
-        const int je = static_cast<int>(std::min<int64_t>(key_end[m], t0 + kKeyTile) - t0);
-        if (jb >= je) continue;
-        for (int g = 0; g < group; ++g) {
-          const int64_t pair = (m - m0) * group + g;
-          TileScores(qp + pair * hd_pad, kt, tile_stride, hd_pad, jb / kLanes * kLanes,
-                     (je + kLanes - 1) / kLanes * kLanes, s);
-          const float tile_max = ScaleAndMask(s, shape.scale, jb, je);
-          RowState& st = state[pair];
-          const float new_max = std::max(st.max, tile_max);
-          const float rescale = std::exp(st.max - new_max);  // 0 on the first tile
-          ExpShifted(s, new_max);
-          const float tile_sum = TileSum(s);
-          AccumulateTile(acc + pair * hd_pad, rescale, s, vt, tile_stride, jb, je, hd_pad);
-          st.sum = st.sum * rescale + tile_sum;
-          st.max = new_max;
+      const auto update = [&](const auto* kt, const auto* vt, int64_t tile_stride) {
+        for (int64_t m = m0; m < m1; ++m) {
+          const int jb = static_cast<int>(std::max<int64_t>(key_begin[m], t0) - t0);
+          const int je = static_cast<int>(std::min<int64_t>(key_end[m], t0 + kKeyTile) - t0);
+          if (jb >= je) continue;
+          for (int g = 0; g < group; ++g) {
+            const int64_t pair = (m - m0) * group + g;
+            TileScores(qp + pair * hd_pad, kt, tile_stride, hd_pad, jb / kLanes * kLanes,
+                       (je + kLanes - 1) / kLanes * kLanes, s);
+            const float tile_max = ScaleAndMask(s, shape.scale, jb, je);
+            RowState& st = state[pair];
+            const float new_max = std::max(st.max, tile_max);
+            const float rescale = std::exp(st.max - new_max);  // 0 on the first tile
+            ExpShifted(s, new_max);
+            const float tile_sum = TileSum(s);
+            AccumulateTile(acc + pair * hd_pad, rescale, s, vt, tile_stride, jb, je, hd_pad);
+            st.sum = st.sum * rescale + tile_sum;
+            st.max = new_max;
+          }
         }
+      };
+      // A whole tile without padding is read in place when one row reads it, widened in
+      // registers (the same values, no copy). For several rows it is widened once into the
+      // scratch tiles: that halves what the rows re-read for a 16-bit cache, and in a cache
+      // whose positions are n_kv_heads * head_dim elements apart a tile's rows in place would
+      // all fall into the same few L1 sets and be evicted before the next row reads them.
+      const uint8_t* k_rows = k_head + t0 * kv.stride * elem;
+      const uint8_t* v_rows = v_head + t0 * kv.stride * elem;
+      if (hd_pad == hd && rows == kKeyTile && m1 - m0 == 1) {
+        if (kv.type == DType::kF32) {
+          update(reinterpret_cast<const float*>(k_rows), reinterpret_cast<const float*>(v_rows), kv.stride);
+        } else if (kv.type == DType::kF16) {
+          update(reinterpret_cast<const hwy::float16_t*>(k_rows), reinterpret_cast<const hwy::float16_t*>(v_rows),
+                 kv.stride);
+        } else {
+          update(reinterpret_cast<const hwy::bfloat16_t*>(k_rows), reinterpret_cast<const hwy::bfloat16_t*>(v_rows),
+                 kv.stride);
+        }
+      } else {
+        // Keys at and past `hi` may not exist: the tile's rows for them stay zero and unread.
+        WidenRows(kv.type, k_rows, kv.stride, rows, hd, hd_pad, k_tile.data());
+        WidenRows(kv.type, v_rows, kv.stride, rows, hd, hd_pad, v_tile.data());
+        std::fill(k_tile.data() + static_cast<size_t>(rows) * hd_pad, k_tile.data() + tile_floats, 0.0f);
+        update(k_tile.data(), v_tile.data(), hd_pad);
       }
     }
     for (int64_t m = m0; m < m1; ++m) {

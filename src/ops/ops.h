@@ -47,14 +47,17 @@ struct AttentionShape {
   float scale = 1.0f;  // softmax scale, usually 1/sqrt(head_dim)
 };
 
-// Key/value rows as a cache stores them: n_kv_heads*head_dim elements of `type` (kF32, kF16
-// or kBF16) per position, `stride` elements apart. Attention widens them to f32 exactly, so a
-// reduced-precision cache rounds each value once, when it is stored (StoreKv).
+// Keys and values as a cache stores them: head_dim elements of `type` (kF32, kF16 or kBF16)
+// per KV head and position; one head's positions `stride` elements apart, and consecutive KV
+// heads `head_stride` elements apart (0: head_dim, the heads side by side in one row per
+// position). Attention widens them to f32 exactly, so a reduced-precision cache rounds each
+// value once, when it is stored (StoreKv).
 struct KvView {
   const void* k = nullptr;
   const void* v = nullptr;
   int64_t stride = 0;
   DType type = DType::kF32;
+  int64_t head_stride = 0;
 };
 
 // Scaled dot-product attention for M query rows.
