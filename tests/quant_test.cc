@@ -129,7 +129,9 @@ TEST(LoadTimeQuant, Q4_KRoundTripWithinSubBlockStep) {
         }
       }
     }
-    if (steps > 0) EXPECT_LT(std::sqrt(sq / cols), 0.5 * steps / cols) << "trial " << trial;
+    if (steps > 0) {
+      EXPECT_LT(std::sqrt(sq / cols), 0.5 * steps / cols) << "trial " << trial;
+    }
   }
 }
 

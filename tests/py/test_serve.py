@@ -423,7 +423,8 @@ def test_timeout_ends_a_long_generation():
 
 
 def test_cache_ram_keeps_conversations_beyond_the_slots():
-    s = Server("--ctx", "512", "--parallel", "1", "--cache-ram", "11")
+    # 11 MiB holds two whole f32-cache sequences of this pair at --ctx 512.
+    s = Server("--ctx", "512", "--parallel", "1", "--cache-ram", "11", "--kv-type", "f32")
     try:
         assert "1 slot(s) + 2 saved sequence(s)" in "".join(s.log)
         c = s.client()
