@@ -278,10 +278,10 @@ struct PackedColumns {
   // Vector v of block b; the 16 f16 of block b.
   HWY_INLINE __m512i Vector(int64_t b, int64_t v) const { return _mm512_loadu_si512(VectorPtr(b, v)); }
   HWY_INLINE const uint8_t* VectorPtr(int64_t b, int64_t v) const { return base + 64 * (vectors * b + v); }
-  // Asks for block b's code lines (nothing past the last block).
-  HWY_INLINE void Prefetch(int64_t b) const {
+  // Asks for part `part` of `parts` of block b's code lines (nothing past the last block).
+  HWY_INLINE void Prefetch(int64_t b, int64_t part = 0, int64_t parts = 1) const {
     if (b >= blocks) return;
-    for (int64_t v = 0; v < vectors; ++v) PrefetchLine(VectorPtr(b, v));
+    for (int64_t v = vectors * part / parts; v < vectors * (part + 1) / parts; ++v) PrefetchLine(VectorPtr(b, v));
   }
   HWY_INLINE __m512 F16(int64_t b) const {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + 64 * vectors * blocks + 32 * b)));
@@ -327,7 +327,6 @@ struct Q4KScales {
 // Formats: kElems per block, kVectors per packed block, Block() adds one block to R rows.
 struct Q8_0Format {
   static constexpr int64_t kElems = 32, kVectors = 8;
-  static constexpr bool kPrefetch = true;
   template <int R>
   static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R]) {
     __m512i codes[8];
@@ -338,7 +337,6 @@ struct Q8_0Format {
 
 struct Q4_0Format {
   static constexpr int64_t kElems = 32, kVectors = 4;
-  static constexpr bool kPrefetch = true;
   template <int R>
   static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R]) {
     __m512i codes[8];
@@ -353,7 +351,6 @@ struct Q4_0Format {
 
 struct Q4_KFormat {
   static constexpr int64_t kElems = 256, kVectors = 36;
-  static constexpr bool kPrefetch = false;
   // Vector i of qs chunk `chunk` (qs bytes 32 chunk + 4i ..).
   static constexpr int64_t Qs(int chunk, int i) { return 4 + 8 * chunk + i; }
   template <int R>
@@ -362,6 +359,7 @@ struct Q4_KFormat {
     for (int chunk = 0; chunk < 4; ++chunk) {
       for (int h = 0; h < 2; ++h) {
         const int j = 2 * chunk + h;  // sub-block: low nibbles, then high nibbles
+        if constexpr (R > 1) g.Prefetch(b + 1, j, 8);
         __m512i codes[8];
         for (int i = 0; i < 8; ++i) {
           const __m512i t = g.Vector(b, Qs(chunk, i));
@@ -375,7 +373,6 @@ struct Q4_KFormat {
 
 struct Q6_KFormat {
   static constexpr int64_t kElems = 256, kVectors = 52;
-  static constexpr bool kPrefetch = false;
   // Packed vectors: ql dwords 0-31, qh dwords 32-47, int8 scales 48-51.
   static constexpr int64_t kQl = 0, kQh = 32, kScales = 48;
   template <int R>
@@ -390,6 +387,7 @@ struct Q6_KFormat {
         c[i] = g.Vector(b, kQh + 8 * half + i);
       }
       for (int quarter = 0; quarter < 4; ++quarter) {
+        if constexpr (R > 1) g.Prefetch(b + 1, 4 * half + quarter, 8);
         // Quarter q: nibbles of a (q even) or bq (odd), low (q < 2) or high; qh bits 2q, 2q+1.
         __m512i codes[8];
         for (int i = 0; i < 8; ++i) {
@@ -410,12 +408,14 @@ struct Q6_KFormat {
   }
 };
 
-// y[r, c] for R activation rows from m and the columns of g. With several rows, the small
-// blocks of F::kPrefetch formats take long enough that the hardware prefetcher falls behind
-// and memory stops overlapping compute, so the loop asks for the lines about 1 KB ahead
-// (Qwen3-0.6B's LM head, 2 threads, Zen 4, interleaved runs: Q8_0 16 rows 14.5-15.0 ->
-// 12.4-13.4 ms, 4 rows 8.3-9.2 -> 7.7-8.9 ms). It made one row (bound by memory, a stream the
-// hardware follows) no faster, and the K-quants' 2-3 KB super-blocks 10-20% slower.
+// y[r, c] for R activation rows from m and the columns of g. With several rows a block takes
+// long enough that the hardware prefetcher falls behind and memory stops overlapping compute,
+// so the formats ask for the lines ahead when R > 1: Q8_0 and Q4_0 here, 1 KB ahead; the
+// K-quants inside Block, an eighth of the next super-block per sub-block step (asking for a
+// whole super-block at once made them 10-20% slower). Qwen3-0.6B's LM head, 2 threads, Zen 4,
+// interleaved runs: 16 rows Q8_0 14.5-15.0 -> 12.4-13.4 ms, Q4_K 13.0-21.6 -> 10.5-15.8 ms,
+// Q6_K 21.1 -> 14.6-18.0 ms; 4 rows Q6_K 13.3-13.6 -> 7.9-9.2 ms. One row (bound by memory, a
+// stream the hardware follows) was no faster.
 template <class F, int R>
 HWY_NOINLINE void GroupRows(const PackedColumns& g, const QuantizedRows& xq, int64_t m, int64_t K,
                             float* y, int64_t y_stride) {
@@ -423,7 +423,7 @@ HWY_NOINLINE void GroupRows(const PackedColumns& g, const QuantizedRows& xq, int
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < K / F::kElems; ++b) {
-    if constexpr (F::kPrefetch && R > 1) g.Prefetch(b + kAhead);
+    if constexpr (F::kElems == 32 && R > 1) g.Prefetch(b + kAhead);
     F::template Block<R>(g, b, xq, m, acc);
   }
   const __mmask16 mask = static_cast<__mmask16>((1u << g.count) - 1);
@@ -555,8 +555,7 @@ class Q4_KAmx {
   // Sub-block s fetches its eighth of its super-block's lines.
   HWY_INLINE void Prefetch(int64_t s) const {
     if (s >= 8 * g_.blocks) return;
-    const int j = static_cast<int>(s % 8);
-    for (int64_t v = kVectors * j / 8; v < kVectors * (j + 1) / 8; ++v) PrefetchLine(g_.VectorPtr(s / 8, v));
+    g_.Prefetch(s / 8, s % 8, 8);
   }
   HWY_INLINE void Prepare(int64_t s, TileStep& st) {
     const int64_t sb = s / 8;
