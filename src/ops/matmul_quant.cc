@@ -380,20 +380,16 @@ struct Q6_KFormat {
     const __m512 d = g.F16(b);
     const __m512i low4 = Nibbles(), two = _mm512_set1_epi8(3);
     for (int half = 0; half < 2; ++half) {
-      __m512i a[8], bq[8], c[8];  // ql bytes 0-31, ql 32-63, qh 0-31 of this half
-      for (int i = 0; i < 8; ++i) {
-        a[i] = g.Vector(b, kQl + 16 * half + i);
-        bq[i] = g.Vector(b, kQl + 16 * half + 8 + i);
-        c[i] = g.Vector(b, kQh + 8 * half + i);
-      }
       for (int quarter = 0; quarter < 4; ++quarter) {
         if constexpr (R > 1) g.Prefetch(b + 1, 4 * half + quarter, 8);
-        // Quarter q: nibbles of a (q even) or bq (odd), low (q < 2) or high; qh bits 2q, 2q+1.
+        // Quarter q: nibbles of ql bytes 0-31 (q even) or 32-63 (odd) of this half, low (q < 2)
+        // or high, and qh bits 2q, 2q+1. Its vectors are loaded here (from L1 after the first
+        // quarter), not once per half: the half's 24 did not stay in registers.
         __m512i codes[8];
         for (int i = 0; i < 8; ++i) {
-          const __m512i src = quarter % 2 == 0 ? a[i] : bq[i];
+          const __m512i src = g.Vector(b, kQl + 16 * half + 8 * (quarter % 2) + i);
           const __m512i lo = _mm512_and_si512(quarter < 2 ? src : _mm512_srli_epi16(src, 4), low4);
-          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(c[i], 2 * quarter), two);
+          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(g.Vector(b, kQh + 8 * half + i), 2 * quarter), two);
           codes[i] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
         }
         for (int part = 0; part < 2; ++part) {
