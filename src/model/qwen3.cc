@@ -92,6 +92,7 @@ void Qwen3Model::StorePositions(const float* rows, int n, int pos0, uint8_t* lay
 }
 
 void Qwen3Model::FillSyntheticKv(int length) {
+  if (kv_->k.empty()) Fail("target: FillSyntheticKv without a KV cache bound");
   if (length < 0 || length > options_.kv_capacity) {
     Fail("target: synthetic KV length ", length, " is outside [0, ", options_.kv_capacity, "]");
   }

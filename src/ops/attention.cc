@@ -2,10 +2,11 @@
 // f16 or bf16 KV cache.
 //
 // One task = one KV head x a block of query rows. Keys are walked in tiles of kKeyTile
-// positions aligned to absolute multiples of kKeyTile. A tile's keys and values are widened to
-// f32 once per task, into a scratch tile that stays in L1, and every query row and every query
-// head of the GQA group that reads this KV head is updated from it: a 16-row verify streams the
-// KV cache once, not 16 times, which is what keeps its cost near one decode step at long context.
+// positions aligned to absolute multiples of kKeyTile. For several rows, a tile's keys and
+// values are widened to f32 once per task, into a scratch tile that stays in L1, and every
+// query row and every query head of the GQA group that reads this KV head is updated from it: a
+// 16-row verify streams the KV cache once, not 16 times. One row reads the tile in place,
+// widening in registers. Either way each value reaches the arithmetic as the same f32.
 //
 // Scores are computed N keys at a time (N = vector lanes): N accumulators take the lane-wise
 // products over head_dim, then a fixed tree of even/odd lane pair adds folds the N accumulators

@@ -1,0 +1,86 @@
+// The verify-cost measurement: the synthetic KV fill it stands on, and the curve's shape and
+// bookkeeping (timings themselves are not checked: tests are not benchmarks).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "bench/verify_cost.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "model/qwen3.h"
+#include "testing/random_model.h"
+
+namespace dflash {
+namespace {
+
+using testing::MakeRandomTarget;
+
+TargetOptions SmallCache(DType kv_type) {
+  TargetOptions o;
+  o.kv_capacity = 300;
+  o.max_rows = 32;
+  o.kv_type = kv_type;
+  return o;
+}
+
+std::string ErrorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A filled cache is a cache like any other: passes run on top of it, finite, and cropping it
+// works; lengths outside the cache and an unbound cache are errors that say so.
+TEST(VerifyCost, SyntheticKvFillsTheBoundCache) {
+  ThreadPool pool(2);
+  auto rt = MakeRandomTarget(97, 32, 2, 3);
+  for (DType kv : {DType::kF32, DType::kF16, DType::kBF16}) {
+    Qwen3Model model(rt->config, rt->weights.store, SmallCache(kv), pool);
+    model.FillSyntheticKv(257);
+    EXPECT_EQ(model.kv_length(), 257);
+    const int32_t block[4] = {1, 2, 3, 4};
+    model.Forward(block, /*all_logits=*/true);
+    EXPECT_EQ(model.kv_length(), 261);
+    for (int r = 0; r < 4; ++r) {
+      for (int v = 0; v < 97; ++v) ASSERT_TRUE(std::isfinite(model.Logits(r)[v])) << DTypeName(kv) << " row " << r;
+    }
+    model.Truncate(10);
+    EXPECT_EQ(model.kv_length(), 10);
+    EXPECT_NE(ErrorOf([&] { model.FillSyntheticKv(301); }).find("synthetic KV length 301"), std::string::npos);
+    EXPECT_NE(ErrorOf([&] { model.FillSyntheticKv(-1); }).find("outside [0, 300]"), std::string::npos);
+  }
+  TargetOptions unbound = SmallCache(DType::kF16);
+  unbound.own_cache = false;
+  Qwen3Model model(rt->config, rt->weights.store, unbound, pool);
+  EXPECT_NE(ErrorOf([&] { model.FillSyntheticKv(5); }).find("without a KV cache bound"), std::string::npos);
+}
+
+// One point per (context, rows), rows = 1 always included as the reference, contexts and rows
+// ascending, and the cache left empty; a curve that does not fit the cache names --ctx.
+TEST(VerifyCost, CurveCoversEveryPointAndLeavesTheCacheEmpty) {
+  ThreadPool pool(2);
+  auto rt = MakeRandomTarget(97, 32, 2, 4);
+  Qwen3Model model(rt->config, rt->weights.store, SmallCache(DType::kF16), pool);
+  const std::vector<VerifyCostPoint> pts = MeasureVerifyCost(model, {200, 64}, {16, 4}, 2);
+  ASSERT_EQ(pts.size(), 6u);
+  const int want_ctx[6] = {64, 64, 64, 200, 200, 200}, want_rows[6] = {1, 4, 16, 1, 4, 16};
+  for (size_t i = 0; i < pts.size(); ++i) {
+    EXPECT_EQ(pts[i].context, want_ctx[i]);
+    EXPECT_EQ(pts[i].rows, want_rows[i]);
+    EXPECT_GT(pts[i].ms, 0.0);
+    EXPECT_LE(pts[i].ms_min, pts[i].ms);
+    EXPECT_GE(pts[i].ms_max, pts[i].ms);
+  }
+  EXPECT_EQ(pts[0].ratio, 1.0);
+  EXPECT_EQ(pts[3].ratio, 1.0);
+  EXPECT_EQ(model.kv_length(), 0);
+  EXPECT_NE(ErrorOf([&] { MeasureVerifyCost(model, {290}, {16}, 1); }).find("raise --ctx"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dflash
