@@ -381,7 +381,7 @@ struct Q6_KFormat {
     const __m512i low4 = Nibbles(), two = _mm512_set1_epi8(3);
     for (int half = 0; half < 2; ++half) {
       for (int quarter = 0; quarter < 4; ++quarter) {
-        if constexpr (R > 1) g.Prefetch(b + 1, 4 * half + quarter, 8);
+        g.Prefetch(b + 1, 4 * half + quarter, 8);  // one row too, unlike the other formats
         // Quarter q: nibbles of ql bytes 0-31 (q even) or 32-63 (odd) of this half, low (q < 2)
         // or high, and qh bits 2q, 2q+1. Its vectors are loaded here (from L1 after the first
         // quarter), not once per half: the half's 24 did not stay in registers.
@@ -410,8 +410,9 @@ struct Q6_KFormat {
 // K-quants inside Block, an eighth of the next super-block per sub-block step (asking for a
 // whole super-block at once made them 10-20% slower). Qwen3-0.6B's LM head, 2 threads, Zen 4,
 // interleaved runs: 16 rows Q8_0 14.5-15.0 -> 12.4-13.4 ms, Q4_K 13.0-21.6 -> 10.5-15.8 ms,
-// Q6_K 21.1 -> 14.6-18.0 ms; 4 rows Q6_K 13.3-13.6 -> 7.9-9.2 ms. One row (bound by memory, a
-// stream the hardware follows) was no faster.
+// Q6_K 21.1 -> 14.6-18.0 ms; 4 rows Q6_K 13.3-13.6 -> 7.9-9.2 ms. One row is bound by memory
+// and the hardware follows its stream: asking made Q8_0 no faster and Q4_K 10-40% slower,
+// but Q6_K (the LM head of Q4_K_M files) 10.0-10.3 -> 7.9-8.0 ms, so Q6_K asks for every R.
 template <class F, int R>
 HWY_NOINLINE void GroupRows(const PackedColumns& g, const QuantizedRows& xq, int64_t m, int64_t K,
                             float* y, int64_t y_stride) {
