@@ -335,7 +335,7 @@ int Bench(int argc, char** argv) {
   args.Option("--json", &json_path, "FILE", "also write the results as JSON");
   args.Flag("--verify-cost", &verify_cost, "time t(rows)/t(1) target passes instead of generating");
   args.Flag("--roofline", &roofline, "bandwidth, decode % of roofline, prefill and the verify cost curve");
-  args.Option("--contexts", &contexts, "LIST", "context lengths for --verify-cost / --roofline (512,4096,16384)");
+  args.Option("--contexts", &contexts, "LIST", "context lengths for --verify-cost; --roofline without it uses 512,4096,16384");
   args.Option("--rows", &rows, "LIST", "row counts for --verify-cost / --roofline");
   args.Option("--bandwidth-mib", &bandwidth_mib, "N", "--roofline: MiB streamed by the bandwidth probe");
   args.Option("--prefill-tokens", &prefill_tokens, "N", "--roofline: tokens prefilled from empty");
