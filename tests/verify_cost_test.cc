@@ -1,11 +1,13 @@
-// The verify-cost measurement: the synthetic KV fill it stands on, and the curve's shape and
-// bookkeeping (timings themselves are not checked: tests are not benchmarks).
+// The verify-cost and roofline measurements: the synthetic KV fill they stand on, and their
+// shape and bookkeeping (timings themselves are not checked: tests are not benchmarks).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
 
+#include "bench/roofline.h"
 #include "bench/verify_cost.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -80,6 +82,34 @@ TEST(VerifyCost, CurveCoversEveryPointAndLeavesTheCacheEmpty) {
   EXPECT_EQ(pts[3].ratio, 1.0);
   EXPECT_EQ(model.kv_length(), 0);
   EXPECT_NE(ErrorOf([&] { MeasureVerifyCost(model, {290}, {16}, 1); }).find("raise --ctx"), std::string::npos);
+}
+
+// The roofline is the higher of the two bandwidth probes, and each context's decode point is
+// its one-row pass against it.
+TEST(Roofline, DecodeIsMeasuredAgainstTheHigherProbe) {
+  ThreadPool pool(2);
+  auto rt = MakeRandomTarget(97, 32, 2, 5);
+  Qwen3Model model(rt->config, rt->weights.store, SmallCache(DType::kF16), pool);
+  RooflineOptions opt;
+  opt.contexts = {128, 32};
+  opt.rows = {1, 8};
+  opt.repeats = 1;
+  opt.bandwidth_bytes = int64_t{8} << 20;
+  opt.prefill_tokens = 40;
+  const RooflineResult r = MeasureRoofline(model, pool, opt);
+  EXPECT_GT(r.bandwidth.median_gbs, 0.0);
+  EXPECT_GT(r.bandwidth_after.median_gbs, 0.0);
+  EXPECT_EQ(r.roofline_gbs, std::max(r.bandwidth.median_gbs, r.bandwidth_after.median_gbs));
+  EXPECT_GT(r.prefill_tok_s, 0.0);
+  ASSERT_EQ(r.decode.size(), 2u);
+  EXPECT_EQ(r.decode[0].context, 32);
+  EXPECT_EQ(r.decode[1].context, 128);
+  for (const DecodePoint& d : r.decode) {
+    EXPECT_EQ(d.bytes, model.DecodeBytes(d.context));
+    EXPECT_DOUBLE_EQ(d.roofline_pct, 100.0 * d.gbs / r.roofline_gbs);
+  }
+  EXPECT_EQ(r.verify.size(), 4u);
+  EXPECT_EQ(model.kv_length(), 0);
 }
 
 }  // namespace

@@ -29,11 +29,15 @@ struct DecodePoint {
   double tok_s = 0;
   int64_t bytes = 0;        // DecodeBytes(context)
   double gbs = 0;           // bytes / t(1)
-  double roofline_pct = 0;  // gbs / bandwidth median
+  double roofline_pct = 0;  // gbs / roofline_gbs
 };
 
 struct RooflineResult {
-  Bandwidth bandwidth;
+  // Probed before and after the timings: a shared machine's bandwidth can change within a run
+  // (31 vs 50 GB/s minutes apart on one VM), and a roofline below what the machine just did
+  // would flatter the decode. roofline_gbs is the higher median.
+  Bandwidth bandwidth, bandwidth_after;
+  double roofline_gbs = 0;
   double prefill_tok_s = 0;  // median over repeats of prefilling prefill_tokens from empty
   std::vector<DecodePoint> decode;      // one per context, ascending
   std::vector<VerifyCostPoint> verify;  // every (context, rows)
