@@ -31,6 +31,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
@@ -54,37 +55,47 @@ using VF = hn::Vec<DF>;
 constexpr int kLanes = static_cast<int>(hn::MaxLanes(DF()));
 static_assert(kKeyTile % kLanes == 0, "a key tile must hold whole vectors of keys");
 
-// Widens `rows` positions of head_dim elements (src, `stride` elements apart) to f32 rows
-// hd_pad floats apart, zero-padded to hd_pad. Widening is exact for every type.
-void WidenRows(DType type, const void* src, int64_t stride, int rows, int hd, int hd_pad, float* dst) {
-  const DF d;
-  for (int r = 0; r < rows; ++r) {
-    float* o = dst + static_cast<int64_t>(r) * hd_pad;
-    int i = 0;
-    if (type == DType::kF32) {
-      std::memcpy(o, static_cast<const float*>(src) + r * stride, hd * sizeof(float));
-      i = hd;
-    } else if (type == DType::kF16) {
-      const hn::Rebind<hwy::float16_t, DF> dh;
-      const auto* s = static_cast<const hwy::float16_t*>(src) + r * stride;
-      for (; i + kLanes <= hd; i += kLanes) hn::StoreU(hn::PromoteTo(d, hn::LoadU(dh, s + i)), d, o + i);
-      for (; i < hd; ++i) o[i] = F16ToF32(static_cast<const uint16_t*>(src)[r * stride + i]);
-    } else {
-      const hn::Rebind<hwy::bfloat16_t, DF> db;
-      const auto* s = static_cast<const hwy::bfloat16_t*>(src) + r * stride;
-      for (; i + kLanes <= hd; i += kLanes) hn::StoreU(hn::PromoteTo(d, hn::LoadU(db, s + i)), d, o + i);
-      for (; i < hd; ++i) o[i] = BF16ToF32(static_cast<const uint16_t*>(src)[r * stride + i]);
-    }
-    for (; i < hd_pad; ++i) o[i] = 0.0f;
+// Calls fn with a null pointer of the element type a KV cache of `type` stores (checked by
+// CheckKvType), so one template serves f32, f16 and bf16 caches.
+template <class Fn>
+HWY_INLINE void WithKvElement(DType type, const Fn& fn) {
+  if (type == DType::kF32) {
+    fn(static_cast<const float*>(nullptr));
+  } else if (type == DType::kF16) {
+    fn(static_cast<const hwy::float16_t*>(nullptr));
+  } else {
+    fn(static_cast<const hwy::bfloat16_t*>(nullptr));
   }
 }
 
-// kLanes elements of a cache row as f32: loaded (f32) or widened in registers (f16, bf16),
-// the same values WidenRows stores.
+// kLanes elements (or one) of a cache row as f32: loaded (f32) or widened (f16, bf16), exactly.
 HWY_INLINE VF LoadF32(const float* p) { return hn::LoadU(DF(), p); }
 HWY_INLINE VF LoadF32(const hwy::float16_t* p) { return hn::PromoteTo(DF(), hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p)); }
 HWY_INLINE VF LoadF32(const hwy::bfloat16_t* p) {
   return hn::PromoteTo(DF(), hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
+}
+HWY_INLINE float ScalarF32(const float* p) { return *p; }
+HWY_INLINE uint16_t Bits(const void* p) {
+  uint16_t b;
+  std::memcpy(&b, p, sizeof(b));
+  return b;
+}
+HWY_INLINE float ScalarF32(const hwy::float16_t* p) { return F16ToF32(Bits(p)); }
+HWY_INLINE float ScalarF32(const hwy::bfloat16_t* p) { return BF16ToF32(Bits(p)); }
+
+// Widens `rows` positions of head_dim elements (src, `stride` elements apart) to f32 rows
+// hd_pad floats apart, zero-padded to hd_pad: the same values LoadF32 gives in registers.
+template <class T>
+void WidenRows(const T* src, int64_t stride, int rows, int hd, int hd_pad, float* dst) {
+  const DF d;
+  for (int r = 0; r < rows; ++r) {
+    const T* s = src + r * stride;
+    float* o = dst + static_cast<int64_t>(r) * hd_pad;
+    int i = 0;
+    for (; i + kLanes <= hd; i += kLanes) hn::StoreU(LoadF32(s + i), d, o + i);
+    for (; i < hd; ++i) o[i] = ScalarF32(s + i);
+    for (; i < hd_pad; ++i) o[i] = 0.0f;
+  }
 }
 
 // s[j] = dot(q, kt + j * ks) over dim floats (a multiple of kLanes) for the key blocks
@@ -266,23 +277,20 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
       // all fall into the same few L1 sets and be evicted before the next row reads them.
       const uint8_t* k_rows = k_head + t0 * kv.stride * elem;
       const uint8_t* v_rows = v_head + t0 * kv.stride * elem;
-      if (hd_pad == hd && rows == kKeyTile && m1 - m0 == 1) {
-        if (kv.type == DType::kF32) {
-          update(reinterpret_cast<const float*>(k_rows), reinterpret_cast<const float*>(v_rows), kv.stride);
-        } else if (kv.type == DType::kF16) {
-          update(reinterpret_cast<const hwy::float16_t*>(k_rows), reinterpret_cast<const hwy::float16_t*>(v_rows),
-                 kv.stride);
-        } else {
-          update(reinterpret_cast<const hwy::bfloat16_t*>(k_rows), reinterpret_cast<const hwy::bfloat16_t*>(v_rows),
-                 kv.stride);
+      WithKvElement(kv.type, [&](const auto* element) {
+        using T = std::remove_const_t<std::remove_pointer_t<decltype(element)>>;
+        const T* k_src = reinterpret_cast<const T*>(k_rows);
+        const T* v_src = reinterpret_cast<const T*>(v_rows);
+        if (hd_pad == hd && rows == kKeyTile && m1 - m0 == 1) {
+          update(k_src, v_src, kv.stride);
+          return;
         }
-      } else {
         // Keys at and past `hi` may not exist: the tile's rows for them stay zero and unread.
-        WidenRows(kv.type, k_rows, kv.stride, rows, hd, hd_pad, k_tile.data());
-        WidenRows(kv.type, v_rows, kv.stride, rows, hd, hd_pad, v_tile.data());
+        WidenRows(k_src, kv.stride, rows, hd, hd_pad, k_tile.data());
+        WidenRows(v_src, kv.stride, rows, hd, hd_pad, v_tile.data());
         std::fill(k_tile.data() + static_cast<size_t>(rows) * hd_pad, k_tile.data() + tile_floats, 0.0f);
         update(k_tile.data(), v_tile.data(), hd_pad);
-      }
+      });
     }
     for (int64_t m = m0; m < m1; ++m) {
       for (int g = 0; g < group; ++g) {

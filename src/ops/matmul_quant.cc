@@ -408,7 +408,7 @@ struct Q6_KFormat {
 // long enough that the hardware prefetcher falls behind and memory stops overlapping compute,
 // so the formats ask for the lines ahead when R > 1: Q8_0 and Q4_0 here, 1 KB ahead; the
 // K-quants inside Block, an eighth of the next super-block per sub-block step (asking for a
-// whole super-block at once made them 10-20% slower). Qwen3-0.6B's LM head, 2 threads, EPYC,
+// whole super-block at once made them 10-25% slower). Qwen3-0.6B's LM head, 2 threads, EPYC,
 // interleaved runs: 16 rows Q8_0 14.5-15.0 -> 12.4-13.4 ms, Q4_K 13.0-21.6 -> 10.5-15.8 ms,
 // Q6_K 21.1 -> 14.6-18.0 ms; 4 rows Q6_K 13.3-13.6 -> 7.9-9.2 ms. One row is bound by memory
 // and the hardware follows its stream: asking made Q8_0 no faster and Q4_K 10-40% slower,
