@@ -38,16 +38,16 @@ FormatFields Fields(DType t) {
   }
 }
 
-// Where each byte of one row-layout block of each lane goes in a packed group: offset of block
-// 0's copy, plus b * (vector bytes per block) for vector bytes or b * 32 for f16 bytes.
+// Where each byte of one row-layout block of each lane goes in a packed group (see
+// weight_pack.h): blocks come in pairs, [vectors of 2b][vectors of 2b + 1][f16 of both].
 class PlacementTable {
  public:
-  PlacementTable(DType t, int64_t blocks) : block_bytes_(static_cast<int>(BlockBytes(t))) {
+  PlacementTable(DType t, int64_t blocks) : block_bytes_(static_cast<int>(BlockBytes(t))), blocks_(blocks) {
     const FormatFields f = Fields(t);
     int vectors = 0;  // per block: one per dword of the dword fields
     for (int i = 0; i < f.count; ++i) vectors += f.fields[i].f16 ? 0 : f.fields[i].bytes / 4;
-    vector_stride_ = 64 * static_cast<size_t>(vectors);
-    const size_t f16_region = static_cast<size_t>(blocks) * vector_stride_;
+    vector_bytes_ = 64 * static_cast<size_t>(vectors);
+    f16_bytes_ = static_cast<size_t>(PackedF16Bytes(t));
     offsets_.resize(kPackRows * block_bytes_);
     f16_.resize(kPackRows * block_bytes_);
     flips_.resize(kPackRows * block_bytes_);
@@ -57,7 +57,7 @@ class PlacementTable {
         const Field& field = f.fields[i];
         for (int k = 0; k < field.bytes; ++k) {
           const int at = c * block_bytes_ + field.offset + k;
-          offsets_[at] = field.f16 ? f16_region + 2 * c + k : 64 * (vector + k / 4) + 4 * c + k % 4;
+          offsets_[at] = field.f16 ? 2 * c + k : 64 * (vector + k / 4) + 4 * c + k % 4;
           f16_[at] = field.f16;
           flips_[at] = field.flip ? 0x80 : 0;
         }
@@ -68,14 +68,18 @@ class PlacementTable {
   int block_bytes() const { return block_bytes_; }
   size_t Offset(int c, int i, int64_t b) const {
     const int at = c * block_bytes_ + i;
-    return offsets_[at] + static_cast<size_t>(b) * (f16_[at] ? 32 : vector_stride_);
+    const size_t pair = static_cast<size_t>(b / 2) * 2 * (vector_bytes_ + f16_bytes_);
+    if (!f16_[at]) return pair + (b % 2) * vector_bytes_ + offsets_[at];
+    const int64_t in_pair = std::min<int64_t>(2, blocks_ - b / 2 * 2);  // the last may be single
+    return pair + in_pair * vector_bytes_ + (b % 2) * f16_bytes_ + offsets_[at];
   }
   uint8_t Flip(int c, int i) const { return flips_[c * block_bytes_ + i]; }
 
  private:
   int block_bytes_;
-  size_t vector_stride_;
-  std::vector<size_t> offsets_;
+  int64_t blocks_;
+  size_t vector_bytes_, f16_bytes_;  // per block
+  std::vector<size_t> offsets_;      // within its block's vectors, or its f16 slot
   std::vector<uint8_t> f16_, flips_;
 };
 
@@ -90,6 +94,13 @@ void CheckPackable(const WeightRef& w) {
 }  // namespace
 
 bool HasPackedLayout(DType t) { return IsBlockQuantized(t); }
+
+int64_t PackedF16Bytes(DType t) {
+  const FormatFields f = Fields(t);
+  for (int i = 0; i < f.count; ++i)
+    if (f.fields[i].f16) return kPackRows * 2;
+  return 0;
+}
 
 size_t PackedBytes(DType t, int64_t rows, int64_t cols) {
   const int64_t groups = (rows + kPackRows - 1) / kPackRows;

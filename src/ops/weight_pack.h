@@ -4,18 +4,22 @@
 // the row layout's bytes, rearranged; only the zero rows that pad the last group are added.
 //
 // Rows 16g .. 16g + 15 form group g, 16 * RowBytes(dtype, cols) bytes at data + g * that. In a
-// group, "lane c" is row 16g + c and a "vector" is 64 bytes holding one dword per lane. A
-// group is [nb blocks x V vectors][nb x 32 B of f16]: vector v of block b holds dword v of
-// every lane's block b, counting only the block's dword fields, in order; the f16 part holds
-// each lane's one f16 field (Q8_0, Q4_0: d; Q6_K: d), lane order. Per block:
+// group, "lane c" is row 16g + c and a "vector" is 64 bytes holding one dword per lane. Vector
+// v of block b holds dword v of every lane's block b, counting only the block's dword fields,
+// in order; the block's f16 field (Q8_0, Q4_0: d; Q6_K: d), one per lane in lane order, is
+// 32 bytes. Blocks come in pairs, [V vectors of 2b][V vectors of 2b + 1][32 B f16 of 2b][32 B
+// f16 of 2b + 1] (an odd last block alone, [V vectors][32 B]), so a kernel streams one run of
+// memory. A separate f16 region at the group's end made a second stream that the one-row
+// kernels waited on: Qwen3-0.6B's Q8_0 LM head took 10.7-11.8 ms instead of 6.2-8.2 (EPYC,
+// 1 thread, bench/matmul_bench.cc), Q4_0's 8.6-9.1 instead of 2.7-4.1. Per block:
 //
 //   Q8_0  V = 8:  codes 0-31, each stored + 128 (unsigned, as vpdpbusd and the tile unit want)
 //   Q4_0  V = 4:  qs 0-15
 //   Q4_K  V = 36: (d | dmin << 16), 3 of packed scales, 32 of qs
 //   Q6_K  V = 52: 32 of ql, 16 of qh, 4 of int8 scales
 //
-// With cols a multiple of 64 (Q8_0, Q4_0, Q4_K) or 512 (Q6_K), every vector lies on a 64-byte
-// boundary of a 64-byte-aligned buffer, so no load splits a cache line.
+// With cols a multiple of 64 (Q8_0, Q4_0, Q4_K) or 512 (Q6_K), every vector and pair of f16
+// slots lies on a 64-byte boundary of a 64-byte-aligned buffer, so no load splits a cache line.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +34,9 @@ constexpr int64_t kPackRows = 16;
 
 // The block-quantised formats.
 bool HasPackedLayout(DType t);
+
+// Bytes of one block's f16 slots in a group: 32 for the formats with an f16 field, else 0.
+int64_t PackedF16Bytes(DType t);
 
 // Bytes of a kGroups16 copy of a rows x cols matrix.
 size_t PackedBytes(DType t, int64_t rows, int64_t cols);
