@@ -274,12 +274,12 @@ struct PackedColumns {
   const uint8_t* base;
   int64_t blocks;      // blocks per row
   int64_t vectors;     // vectors per block
-  int64_t pair_bytes;  // bytes per pair of blocks: their vectors, then their f16 slots if any
+  int64_t f16_bytes;   // per block: PackedF16Bytes
   int count;           // real columns; the padding rows are zeros
   // Vector v of block b; the 16 f16 of block b.
   HWY_INLINE __m512i Vector(int64_t b, int64_t v) const { return _mm512_loadu_si512(VectorPtr(b, v)); }
   HWY_INLINE const uint8_t* VectorPtr(int64_t b, int64_t v) const {
-    return base + (b >> 1) * pair_bytes + 64 * ((b & 1) * vectors + v);
+    return base + PackedVectorsAt(b, 64 * vectors, f16_bytes) + 64 * v;
   }
   // Asks for part `part` of `parts` of block b's code lines (nothing past the last block).
   HWY_INLINE void Prefetch(int64_t b, int64_t part = 0, int64_t parts = 1) const {
@@ -287,16 +287,14 @@ struct PackedColumns {
     for (int64_t v = vectors * part / parts; v < vectors * (part + 1) / parts; ++v) PrefetchLine(VectorPtr(b, v));
   }
   HWY_INLINE __m512 F16(int64_t b) const {
-    const int64_t in_pair = (b | 1) < blocks ? 2 : 1;  // an odd last block is alone
-    const uint8_t* p = base + (b >> 1) * pair_bytes + 64 * vectors * in_pair + 32 * (b & 1);
+    const uint8_t* p = base + PackedF16At(b, blocks, 64 * vectors, f16_bytes);
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
 };
 
 // The group of columns n .. n + 15 (at most up to n_end) of a format with `vectors` per block.
 inline PackedColumns MakeGroup(const WeightRef& w, int64_t vectors, int64_t n, int64_t n_end) {
-  return {PackedGroup(w, n / kPackRows), w.cols / BlockElems(w.dtype), vectors,
-          2 * (64 * vectors + PackedF16Bytes(w.dtype)),
+  return {PackedGroup(w, n / kPackRows), w.cols / BlockElems(w.dtype), vectors, PackedF16Bytes(w.dtype),
           static_cast<int>(std::min(kQCols, n_end - n))};
 }
 

@@ -46,8 +46,8 @@ class PlacementTable {
     const FormatFields f = Fields(t);
     int vectors = 0;  // per block: one per dword of the dword fields
     for (int i = 0; i < f.count; ++i) vectors += f.fields[i].f16 ? 0 : f.fields[i].bytes / 4;
-    vector_bytes_ = 64 * static_cast<size_t>(vectors);
-    f16_bytes_ = static_cast<size_t>(PackedF16Bytes(t));
+    vector_bytes_ = 64 * int64_t{vectors};
+    f16_bytes_ = PackedF16Bytes(t);
     offsets_.resize(kPackRows * block_bytes_);
     f16_.resize(kPackRows * block_bytes_);
     flips_.resize(kPackRows * block_bytes_);
@@ -68,17 +68,16 @@ class PlacementTable {
   int block_bytes() const { return block_bytes_; }
   size_t Offset(int c, int i, int64_t b) const {
     const int at = c * block_bytes_ + i;
-    const size_t pair = static_cast<size_t>(b / 2) * 2 * (vector_bytes_ + f16_bytes_);
-    if (!f16_[at]) return pair + (b % 2) * vector_bytes_ + offsets_[at];
-    const int64_t in_pair = std::min<int64_t>(2, blocks_ - b / 2 * 2);  // the last may be single
-    return pair + in_pair * vector_bytes_ + (b % 2) * f16_bytes_ + offsets_[at];
+    const int64_t start = f16_[at] ? PackedF16At(b, blocks_, vector_bytes_, f16_bytes_)
+                                   : PackedVectorsAt(b, vector_bytes_, f16_bytes_);
+    return static_cast<size_t>(start) + offsets_[at];
   }
   uint8_t Flip(int c, int i) const { return flips_[c * block_bytes_ + i]; }
 
  private:
   int block_bytes_;
   int64_t blocks_;
-  size_t vector_bytes_, f16_bytes_;  // per block
+  int64_t vector_bytes_, f16_bytes_;  // per block
   std::vector<size_t> offsets_;      // within its block's vectors, or its f16 slot
   std::vector<uint8_t> f16_, flips_;
 };

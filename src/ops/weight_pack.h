@@ -38,6 +38,18 @@ bool HasPackedLayout(DType t);
 // Bytes of one block's f16 slots in a group: 32 for the formats with an f16 field, else 0.
 int64_t PackedF16Bytes(DType t);
 
+// Where block b's vectors and its f16 slots start in a group of `blocks` blocks per row, for
+// a format with vector_bytes (64 * V) and f16_bytes (PackedF16Bytes) per block: the one
+// definition of the pairing, shared by the packer and the kernels.
+// (b >= 0: shifts and masks, which the kernels' address arithmetic needs to stay cheap.)
+inline int64_t PackedVectorsAt(int64_t b, int64_t vector_bytes, int64_t f16_bytes) {
+  return (b >> 1) * 2 * (vector_bytes + f16_bytes) + (b & 1) * vector_bytes;
+}
+inline int64_t PackedF16At(int64_t b, int64_t blocks, int64_t vector_bytes, int64_t f16_bytes) {
+  const int64_t in_pair = (b | 1) < blocks ? 2 : 1;  // an odd last block is alone
+  return (b >> 1) * 2 * (vector_bytes + f16_bytes) + in_pair * vector_bytes + (b & 1) * f16_bytes;
+}
+
 // Bytes of a kGroups16 copy of a rows x cols matrix.
 size_t PackedBytes(DType t, int64_t rows, int64_t cols);
 
