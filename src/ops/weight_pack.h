@@ -40,8 +40,8 @@ int64_t PackedF16Bytes(DType t);
 
 // Where block b's vectors and its f16 slots start in a group of `blocks` blocks per row, for
 // a format with vector_bytes (64 * V) and f16_bytes (PackedF16Bytes) per block: the one
-// definition of the pairing, shared by the packer and the kernels.
-// (b >= 0: shifts and masks, which the kernels' address arithmetic needs to stay cheap.)
+// definition of the pairing, shared by the packer and the kernels. b >= 0, so shifts and masks
+// do the halving (the kernels compute these per block).
 inline int64_t PackedVectorsAt(int64_t b, int64_t vector_bytes, int64_t f16_bytes) {
   return (b >> 1) * 2 * (vector_bytes + f16_bytes) + (b & 1) * vector_bytes;
 }
