@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "bench/bandwidth.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "ops/ops.h"
@@ -92,7 +93,52 @@ void BM_MatMul(benchmark::State& state, DType t, Shape s, bool bf16_dot) {
   state.SetLabel(std::string(ops::SimdTargetName()) + " threads=" + std::to_string(Pool().size()));
 }
 
+// One row through the seven matrices of every Qwen3-0.6B decoder layer in order (q, k, v, o,
+// gate, up, down; 28 layers), each layer's weights a separate copy, so every matrix is read
+// from DRAM as in decode rather than from cache as in BM_MatMul: GB/s here is what the layer
+// matrices of a decode step achieve, startup and hand-off between small matrices included.
+void BM_DecodeLayers(benchmark::State& state, DType t) {
+  constexpr int kLayers = 28;
+  constexpr Shape kLayer[] = {{2048, 1024}, {1024, 1024}, {1024, 1024}, {1024, 2048},
+                              {3072, 1024}, {3072, 1024}, {1024, 3072}};
+  static std::map<int, std::vector<std::vector<uint8_t>>> copies;
+  auto& layers = copies[static_cast<int>(t)];
+  if (layers.empty()) {
+    for (int l = 0; l < kLayers; ++l)
+      for (Shape s : kLayer) layers.push_back(Weights(t, s));
+  }
+  std::vector<WeightRef> refs;
+  size_t total = 0;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const Shape s = kLayer[i % 7];
+    WeightRef w{layers[i].data(), t, s.rows, s.cols, RowBytes(t, s.cols)};
+    if (ops::HasPackedLayout(t)) w.layout = WeightLayout::kGroups16;
+    refs.push_back(w);
+    total += layers[i].size();
+  }
+  std::vector<float> x(3072, 0.01f), y(3072);
+  for (auto _ : state) {
+    for (const WeightRef& w : refs) ops::MatMul(x.data(), 1, w, nullptr, y.data(), Pool());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(total) / 1e9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(ops::SimdTargetName()) + " threads=" + std::to_string(Pool().size()));
+}
+
+// The roofline DecodeLayers is judged against: the read probe `dflash bench --roofline` uses.
+void BM_ReadBandwidth(benchmark::State& state) {
+  double gbs = 0;
+  for (auto _ : state) gbs = MeasureReadBandwidth(Pool(), int64_t{512} << 20, 5).median_gbs;
+  state.counters["GB/s"] = gbs;
+}
+BENCHMARK(BM_ReadBandwidth)->Iterations(1)->Unit(benchmark::kMillisecond);
+
 const bool kRegistered = [] {
+  for (DType t : {DType::kQ8_0, DType::kQ4_K}) {
+    const std::string name = "DecodeLayers/" + std::string(DTypeName(t));
+    benchmark::RegisterBenchmark(name.c_str(), BM_DecodeLayers, t)->UseRealTime()->Unit(benchmark::kMillisecond);
+  }
   for (DType t : kDtypes) {
     for (bool bf16_dot : {false, true}) {
       if (bf16_dot && t != DType::kBF16) continue;

@@ -238,8 +238,10 @@ TEST(Attention, StoreKvRoundsEachElementToNearestEven) {
 // in a block of 1..17 rows.
 TEST(Attention, MatchesReferenceAndIsBatchInvariant) {
   ThreadPool pool(2);
+  // Groups of 2 (heads scored in pairs) and 3 (one at a time); head_dim 40 pads to whole vectors.
   for (const ops::AttentionShape shape : {ops::AttentionShape{4, 2, 40, 1.0f / std::sqrt(40.0f)},
-                                          ops::AttentionShape{16, 8, 128, 1.0f / std::sqrt(128.0f)}}) {
+                                          ops::AttentionShape{16, 8, 128, 1.0f / std::sqrt(128.0f)},
+                                          ops::AttentionShape{6, 2, 64, 1.0f / std::sqrt(64.0f)}}) {
     for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
       SCOPED_TRACE(std::string(DTypeName(type)) + " head_dim " + std::to_string(shape.head_dim));
       const int T = 150, M = 21;

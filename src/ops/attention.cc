@@ -6,12 +6,16 @@
 // values are widened to f32 once per task, into a scratch tile that stays in L1, and every
 // query row and every query head of the GQA group that reads this KV head is updated from it: a
 // 16-row verify streams the KV cache once, not 16 times. One row reads the tile in place,
-// widening in registers. Either way each value reaches the arithmetic as the same f32.
+// widening in registers. Either way each value reaches the arithmetic as the same f32. Where
+// the group is even its query heads go two at a time, so each widened key or value vector
+// feeds two heads' FMAs: one row over an f16 cache, 1 thread, Qwen3-0.6B heads, 512 keys
+// 101-109 -> 69-72 us (bench/attention_bench.cc), the widening being as costly as the FMA.
 //
-// Scores are computed N keys at a time (N = vector lanes): N accumulators take the lane-wise
-// products over head_dim, then a fixed tree of even/odd lane pair adds folds the N accumulators
-// into one vector of N dot products. That costs about three shuffles and adds per key instead
-// of a horizontal sum per key, so a verify block is bound by the FMAs, not by reductions.
+// Scores are computed N keys at a time (N = vector lanes, or half of it for a pair of heads):
+// per-key accumulators take the lane-wise products over head_dim, then a fixed tree of
+// even/odd lane pair adds folds them into one vector of dot products. That costs about three
+// shuffles and adds per key instead of a horizontal sum per key, so a verify block is bound by
+// the FMAs, not by reductions.
 //
 // Batch invariance: a (row, head) pair's result depends only on its query, its key range and
 // the fixed tile grid, never on the other rows in the call. Each score is one fixed reduction
@@ -98,71 +102,109 @@ void WidenRows(const T* src, int64_t stride, int rows, int hd, int hd_pad, float
   }
 }
 
-// s[j] = dot(q, kt + j * ks) over dim floats (a multiple of kLanes) for the key blocks
-// [j_begin, j_end) of a tile (multiples of kLanes). Key j's accumulator and its fold are the
-// same whichever other keys are computed, so a score never depends on the block bounds.
-template <class T>
-HWY_INLINE void TileScores(const float* q, const T* kt, int64_t ks, int dim, int j_begin, int j_end, float* s) {
+// s[h][j] = dot(q[h], kt + j * ks) over dim floats (a multiple of kLanes) for H query heads
+// that read the same keys, for the key blocks [j_begin, j_end) of a tile (multiples of kLanes).
+// Keys go kLanes / H at a time, so every widened key vector serves all H heads from one load
+// (for a 16-bit cache the widening costs as much as the FMA) while the accumulators still fit
+// in registers. Each (head, key) has its own accumulator of kLanes lane-wise partial sums over
+// head_dim, folded by the same balanced tree of adjacent-lane adds for every H and block, so a
+// score never depends on H, the block bounds or the other keys computed with it.
+template <int H, class T>
+HWY_INLINE void TileScores(const float* const (&q)[H], const T* kt, int64_t ks, int dim, int j_begin, int j_end,
+                           float* const (&s)[H]) {
+  static_assert(H == 1 || H == 2, "heads are scored one or two at a time");
+  constexpr int kKeys = kLanes / H > 0 ? kLanes / H : 1;
   const DF d;
-  for (int j0 = j_begin; j0 < j_end; j0 += kLanes) {
-    VF acc[kLanes];
+  for (int j0 = j_begin; j0 < j_end; j0 += kKeys) {
+    VF acc[H][kKeys];
     const T* k0 = kt + j0 * ks;
-    const VF q0 = hn::LoadU(d, q);
+    VF qv[H];
+    for (int h = 0; h < H; ++h) qv[h] = hn::LoadU(d, q[h]);
 #pragma GCC unroll 16
-    for (int j = 0; j < kLanes; ++j) acc[j] = hn::Mul(q0, LoadF32(k0 + j * ks));
-    for (int i = kLanes; i < dim; i += kLanes) {
-      const VF qv = hn::LoadU(d, q + i);
-#pragma GCC unroll 16
-      for (int j = 0; j < kLanes; ++j) acc[j] = hn::MulAdd(qv, LoadF32(k0 + j * ks + i), acc[j]);
+    for (int j = 0; j < kKeys; ++j) {
+      const VF kv = LoadF32(k0 + j * ks);
+      for (int h = 0; h < H; ++h) acc[h][j] = hn::Mul(qv[h], kv);
     }
-    // Fold: a step that leaves m vectors makes acc[j] hold keys j*kLanes/m .. (j+1)*kLanes/m - 1
-    // as m lanes of partial sums each; at m = 1, lane j of acc[0] is key j0 + j's dot product.
-#if HWY_TARGET != HWY_SCALAR  // one lane: acc[0] already is the dot product
+    for (int i = kLanes; i < dim; i += kLanes) {
+      for (int h = 0; h < H; ++h) qv[h] = hn::LoadU(d, q[h] + i);
 #pragma GCC unroll 16
-    for (int n = kLanes; n > 1; n /= 2) {
-#pragma GCC unroll 16
-      for (int j = 0; j < n / 2; ++j) {
-        acc[j] = hn::Add(hn::ConcatEven(d, acc[2 * j + 1], acc[2 * j]), hn::ConcatOdd(d, acc[2 * j + 1], acc[2 * j]));
+      for (int j = 0; j < kKeys; ++j) {
+        const VF kv = LoadF32(k0 + j * ks + i);
+        for (int h = 0; h < H; ++h) acc[h][j] = hn::MulAdd(qv[h], kv, acc[h][j]);
       }
     }
+#pragma GCC unroll 2
+    for (int h = 0; h < H; ++h) {
+      // Fold: every step pairs each key's partial sums with their neighbours, halving its
+      // lanes; a step that leaves n vectors makes acc[j] hold keys j*kKeys/n .. (j+1)*kKeys/n - 1.
+      // Once one vector is left it folds with itself until each key has one lane: key j0 + j
+      // in lane j.
+#if HWY_TARGET != HWY_SCALAR  // one lane: acc already is the dot product
+#pragma GCC unroll 16
+      for (int n = kKeys; n > 1; n /= 2) {
+#pragma GCC unroll 16
+        for (int j = 0; j < n / 2; ++j) {
+          acc[h][j] = hn::Add(hn::ConcatEven(d, acc[h][2 * j + 1], acc[h][2 * j]),
+                              hn::ConcatOdd(d, acc[h][2 * j + 1], acc[h][2 * j]));
+        }
+      }
+      for (int lanes = kLanes / kKeys; lanes > 1; lanes /= 2)
+        acc[h][0] = hn::Add(hn::ConcatEven(d, acc[h][0], acc[h][0]), hn::ConcatOdd(d, acc[h][0], acc[h][0]));
 #endif
-    hn::StoreU(acc[0], d, s + j0);
+      if constexpr (kKeys == kLanes) {
+        hn::StoreU(acc[h][0], d, s[h] + j0);
+      } else {
+        const hn::Half<DF> dh;
+        hn::StoreU(hn::LowerHalf(dh, acc[h][0]), dh, s[h] + j0);
+      }
+    }
   }
 }
 
-// Slices of W vectors of the accumulator from float i while they fit in dim: each slice stays
-// in registers for the whole tile (one load and one store per tile, not per key). W
-// independent FMA chains per key hide the FMA latency; returns where the slices stopped.
-template <int W, class T>
-HWY_INLINE int AccumulateSlices(float* acc, VF rescale, const float* p, const T* v, int64_t v_stride, int jb,
-                                int je, int i, int dim) {
+// Slices of W vectors of H heads' accumulators from float i while they fit in dim: each slice
+// stays in registers for the whole tile (one load and one store per tile, not per key), and
+// each widened value vector serves all H heads. W * H independent FMA chains per key hide the
+// FMA latency; returns where the slices stopped.
+template <int W, int H, class T>
+HWY_INLINE int AccumulateSlices(float* const (&acc)[H], const float (&rescale)[H], const float* const (&p)[H],
+                                const T* v, int64_t v_stride, int jb, int je, int i, int dim) {
   const DF d;
   for (; i + W * kLanes <= dim; i += W * kLanes) {
-    VF a[W];
+    VF a[H][W];
+#pragma GCC unroll 2
+    for (int h = 0; h < H; ++h) {
+      const VF vs = hn::Set(d, rescale[h]);
 #pragma GCC unroll 8
-    for (int w = 0; w < W; ++w) a[w] = hn::Mul(hn::LoadU(d, acc + i + w * kLanes), rescale);
+      for (int w = 0; w < W; ++w) a[h][w] = hn::Mul(hn::LoadU(d, acc[h] + i + w * kLanes), vs);
+    }
     for (int j = jb; j < je; ++j) {
-      const VF pj = hn::Set(d, p[j]);
       const T* vj = v + j * v_stride + i;
 #pragma GCC unroll 8
-      for (int w = 0; w < W; ++w) a[w] = hn::MulAdd(pj, LoadF32(vj + w * kLanes), a[w]);
+      for (int w = 0; w < W; ++w) {
+        const VF vv = LoadF32(vj + w * kLanes);
+#pragma GCC unroll 2
+        for (int h = 0; h < H; ++h) a[h][w] = hn::MulAdd(hn::Set(d, p[h][j]), vv, a[h][w]);
+      }
     }
+#pragma GCC unroll 2
+    for (int h = 0; h < H; ++h) {
 #pragma GCC unroll 8
-    for (int w = 0; w < W; ++w) hn::StoreU(a[w], d, acc + i + w * kLanes);
+      for (int w = 0; w < W; ++w) hn::StoreU(a[h][w], d, acc[h] + i + w * kLanes);
+    }
   }
   return i;
 }
 
-// acc = acc * rescale, then acc += p[j] * v[j] for tile keys j in [jb, je) in order, over dim
-// floats (a multiple of kLanes; v rows v_stride floats apart). Every element sees the same
-// operations in the same order whatever slice width covers it.
-template <class T>
-HWY_INLINE void AccumulateTile(float* acc, float rescale, const float* p, const T* v, int64_t v_stride, int jb, int je,
-                               int dim) {
-  const VF vs = hn::Set(DF(), rescale);
-  int i = AccumulateSlices<8>(acc, vs, p, v, v_stride, jb, je, 0, dim);
-  i = AccumulateSlices<4>(acc, vs, p, v, v_stride, jb, je, i, dim);
-  AccumulateSlices<1>(acc, vs, p, v, v_stride, jb, je, i, dim);
+// acc[h] = acc[h] * rescale[h], then acc[h] += p[h][j] * v[j] for tile keys j in [jb, je) in
+// order, over dim floats (a multiple of kLanes; v rows v_stride floats apart), for H heads.
+// Every element sees the same operations in the same order whatever slice width covers it.
+template <int H, class T>
+HWY_INLINE void AccumulateTile(float* const (&acc)[H], const float (&rescale)[H], const float* const (&p)[H],
+                               const T* v, int64_t v_stride, int jb, int je, int dim) {
+  constexpr int kWide = 8 / H, kNarrow = 4 / H;
+  int i = AccumulateSlices<kWide, H>(acc, rescale, p, v, v_stride, jb, je, 0, dim);
+  i = AccumulateSlices<kNarrow, H>(acc, rescale, p, v, v_stride, jb, je, i, dim);
+  AccumulateSlices<1, H>(acc, rescale, p, v, v_stride, jb, je, i, dim);
 }
 
 // exp(s[j] - max) for the kKeyTile scores of a tile, vectorised (masked lanes are -inf -> 0).
@@ -243,30 +285,49 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
     }
     for (int64_t p = 0; p < pairs; ++p) state[p] = {kNegInf, 0.0f};
 
-    alignas(64) float s[kKeyTile];
     const size_t head_offset = static_cast<size_t>(kvh) * (kv.head_stride ? kv.head_stride : hd) * elem;
     const auto* k_head = static_cast<const uint8_t*>(kv.k) + head_offset;
     const auto* v_head = static_cast<const uint8_t*>(kv.v) + head_offset;
     for (int64_t t0 = (lo / kKeyTile) * kKeyTile; t0 < hi; t0 += kKeyTile) {
       const int rows = static_cast<int>(std::min<int64_t>(kKeyTile, hi - t0));
+      // The query heads of a group are updated H at a time (two where the group is even):
+      // they read the same keys and values, so each widened K/V vector serves H heads.
+      const auto update_heads = [&]<int H>(const auto* kt, const auto* vt, int64_t tile_stride, int64_t m,
+                                           int jb, int je, int g0) {
+        alignas(64) float s[H][kKeyTile];
+        const float* qh[H];
+        float* sh[H];
+        float* acch[H];
+        float rescale[H];
+        for (int h = 0; h < H; ++h) {
+          const int64_t pair = (m - m0) * group + g0 + h;
+          qh[h] = qp + pair * hd_pad;
+          sh[h] = s[h];
+          acch[h] = acc + pair * hd_pad;
+        }
+        TileScores<H>(qh, kt, tile_stride, hd_pad, jb / kLanes * kLanes, (je + kLanes - 1) / kLanes * kLanes, sh);
+        for (int h = 0; h < H; ++h) {
+          const float tile_max = ScaleAndMask(s[h], shape.scale, jb, je);
+          RowState& st = state[(m - m0) * group + g0 + h];
+          const float new_max = std::max(st.max, tile_max);
+          rescale[h] = std::exp(st.max - new_max);  // 0 on the first tile
+          ExpShifted(s[h], new_max);
+          st.sum = st.sum * rescale[h] + TileSum(s[h]);
+          st.max = new_max;
+        }
+        const float* ph[H];
+        for (int h = 0; h < H; ++h) ph[h] = s[h];
+        AccumulateTile<H>(acch, rescale, ph, vt, tile_stride, jb, je, hd_pad);
+      };
       const auto update = [&](const auto* kt, const auto* vt, int64_t tile_stride) {
         for (int64_t m = m0; m < m1; ++m) {
           const int jb = static_cast<int>(std::max<int64_t>(key_begin[m], t0) - t0);
           const int je = static_cast<int>(std::min<int64_t>(key_end[m], t0 + kKeyTile) - t0);
           if (jb >= je) continue;
-          for (int g = 0; g < group; ++g) {
-            const int64_t pair = (m - m0) * group + g;
-            TileScores(qp + pair * hd_pad, kt, tile_stride, hd_pad, jb / kLanes * kLanes,
-                       (je + kLanes - 1) / kLanes * kLanes, s);
-            const float tile_max = ScaleAndMask(s, shape.scale, jb, je);
-            RowState& st = state[pair];
-            const float new_max = std::max(st.max, tile_max);
-            const float rescale = std::exp(st.max - new_max);  // 0 on the first tile
-            ExpShifted(s, new_max);
-            const float tile_sum = TileSum(s);
-            AccumulateTile(acc + pair * hd_pad, rescale, s, vt, tile_stride, jb, je, hd_pad);
-            st.sum = st.sum * rescale + tile_sum;
-            st.max = new_max;
+          if (group % 2 == 0) {
+            for (int g = 0; g < group; g += 2) update_heads.template operator()<2>(kt, vt, tile_stride, m, jb, je, g);
+          } else {
+            for (int g = 0; g < group; ++g) update_heads.template operator()<1>(kt, vt, tile_stride, m, jb, je, g);
           }
         }
       };
