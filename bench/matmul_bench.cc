@@ -13,6 +13,7 @@
 
 #include "bench/bandwidth.h"
 #include "core/dtype.h"
+#include "core/huge_pages.h"
 #include "core/thread_pool.h"
 #include "ops/ops.h"
 #include "ops/weight_pack.h"
@@ -35,11 +36,11 @@ ThreadPool& Pool() {
 // Weights stay allocated across benchmarks of the same dtype and shape (the vocabulary matrix
 // is large to build). Values: a cheap LCG, f32 in [-0.05, 0.05), quantised where needed; the
 // K-quants get random blocks with small finite scales.
-const std::vector<uint8_t>& Weights(DType t, Shape s) {
-  static std::map<std::pair<int, int64_t>, std::unique_ptr<std::vector<uint8_t>>> cache;
+const ByteBuffer& Weights(DType t, Shape s) {
+  static std::map<std::pair<int, int64_t>, std::unique_ptr<ByteBuffer>> cache;
   auto& slot = cache[{static_cast<int>(t), s.rows * 1000003 + s.cols}];
   if (slot) return *slot;
-  slot = std::make_unique<std::vector<uint8_t>>(s.rows * RowBytes(t, s.cols));
+  slot = std::make_unique<ByteBuffer>(s.rows * RowBytes(t, s.cols));
   uint32_t state = 12345;
   auto next = [&] { return state = state * 1664525u + 1013904223u; };
   std::vector<float> row(s.cols);
@@ -67,7 +68,7 @@ const std::vector<uint8_t>& Weights(DType t, Shape s) {
     }
   }
   if (ops::HasPackedLayout(t)) {  // MatMul reads block formats in the layout PackMatrices makes
-    auto packed = std::make_unique<std::vector<uint8_t>>(ops::PackedBytes(t, s.rows, s.cols));
+    auto packed = std::make_unique<ByteBuffer>(ops::PackedBytes(t, s.rows, s.cols));
     ops::PackWeight(WeightRef{slot->data(), t, s.rows, s.cols, RowBytes(t, s.cols)}, packed->data(), Pool());
     slot = std::move(packed);
   }
@@ -76,7 +77,7 @@ const std::vector<uint8_t>& Weights(DType t, Shape s) {
 
 void BM_MatMul(benchmark::State& state, DType t, Shape s, bool bf16_dot) {
   const int64_t M = state.range(0);
-  const std::vector<uint8_t>& bytes = Weights(t, s);
+  const ByteBuffer& bytes = Weights(t, s);
   WeightRef w{bytes.data(), t, s.rows, s.cols, RowBytes(t, s.cols)};
   w.bf16_activations = bf16_dot;
   if (ops::HasPackedLayout(t)) w.layout = WeightLayout::kGroups16;
@@ -94,34 +95,37 @@ void BM_MatMul(benchmark::State& state, DType t, Shape s, bool bf16_dot) {
 }
 
 // One row through the seven matrices of every Qwen3-0.6B decoder layer in order (q, k, v, o,
-// gate, up, down; 28 layers), each layer's weights a separate copy, so every matrix is read
-// from DRAM as in decode rather than from cache as in BM_MatMul: GB/s here is what the layer
-// matrices of a decode step achieve, startup and hand-off between small matrices included.
+// gate, up, down; 28 layers), each layer's weights a separate copy in one huge-page arena as
+// PackMatrices lays a model out, so every matrix is read from DRAM as in decode rather than
+// from cache as in BM_MatMul: GB/s here is what the layer matrices of a decode step achieve,
+// startup and hand-off between small matrices included.
 void BM_DecodeLayers(benchmark::State& state, DType t) {
   constexpr int kLayers = 28;
   constexpr Shape kLayer[] = {{2048, 1024}, {1024, 1024}, {1024, 1024}, {1024, 2048},
                               {3072, 1024}, {3072, 1024}, {1024, 3072}};
-  static std::map<int, std::vector<std::vector<uint8_t>>> copies;
-  auto& layers = copies[static_cast<int>(t)];
-  if (layers.empty()) {
-    for (int l = 0; l < kLayers; ++l)
-      for (Shape s : kLayer) layers.push_back(Weights(t, s));
-  }
+  size_t layer_bytes = 0;
+  for (Shape s : kLayer) layer_bytes += Weights(t, s).size();
+  static std::map<int, std::unique_ptr<HugeBuffer>> arenas;
+  auto& arena = arenas[static_cast<int>(t)];
+  if (!arena) arena = std::make_unique<HugeBuffer>(kLayers * layer_bytes);
   std::vector<WeightRef> refs;
-  size_t total = 0;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const Shape s = kLayer[i % 7];
-    WeightRef w{layers[i].data(), t, s.rows, s.cols, RowBytes(t, s.cols)};
-    if (ops::HasPackedLayout(t)) w.layout = WeightLayout::kGroups16;
-    refs.push_back(w);
-    total += layers[i].size();
+  size_t offset = 0;
+  for (int l = 0; l < kLayers; ++l) {
+    for (Shape s : kLayer) {
+      const ByteBuffer& bytes = Weights(t, s);
+      std::memcpy(arena->data() + offset, bytes.data(), bytes.size());
+      WeightRef w{arena->data() + offset, t, s.rows, s.cols, RowBytes(t, s.cols)};
+      if (ops::HasPackedLayout(t)) w.layout = WeightLayout::kGroups16;
+      refs.push_back(w);
+      offset += bytes.size();
+    }
   }
   std::vector<float> x(3072, 0.01f), y(3072);
   for (auto _ : state) {
     for (const WeightRef& w : refs) ops::MatMul(x.data(), 1, w, nullptr, y.data(), Pool());
     benchmark::DoNotOptimize(y.data());
   }
-  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(total) / 1e9,
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(offset) / 1e9,
                                               benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(ops::SimdTargetName()) + " threads=" + std::to_string(Pool().size()));
 }

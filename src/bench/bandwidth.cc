@@ -19,6 +19,7 @@
 
 #include "bench/bandwidth.h"
 #include "core/error.h"
+#include "core/huge_pages.h"
 #endif
 
 HWY_BEFORE_NAMESPACE();
@@ -49,14 +50,18 @@ HWY_EXPORT(ReadSum);
 Bandwidth MeasureReadBandwidth(ThreadPool& pool, int64_t bytes, int passes) {
   if (bytes < (int64_t{1} << 20)) Fail("bandwidth: buffer of ", bytes, " bytes is below 1 MiB");
   if (passes < 1) Fail("bandwidth: passes must be at least 1, got ", passes);
-  constexpr int64_t kPage = 4096;
   constexpr int64_t kTaskBytes = int64_t{1} << 21;  // 2 MiB per task: many tasks, cheap to steal
   bytes = (bytes + kTaskBytes - 1) / kTaskBytes * kTaskBytes;
-  struct Free {
-    void operator()(void* p) const { std::free(p); }
-  };
-  std::unique_ptr<uint64_t, Free> buf(static_cast<uint64_t*>(std::aligned_alloc(kPage, bytes)));
-  if (!buf) Fail("bandwidth: cannot allocate ", bytes, " bytes");
+  // The same kind of memory the weights and KV caches live in (core/huge_pages.h), so the
+  // roofline is what those buffers can be read at.
+  const auto free_buffer = [bytes](uint64_t* p) { FreeHugeBuffer(p, static_cast<size_t>(bytes)); };
+  uint64_t* mapped = nullptr;
+  try {
+    mapped = static_cast<uint64_t*>(AllocateHugeBuffer(static_cast<size_t>(bytes)));
+  } catch (const std::bad_alloc&) {
+    Fail("bandwidth: cannot allocate ", bytes, " bytes");
+  }
+  std::unique_ptr<uint64_t, decltype(free_buffer)> buf(mapped, free_buffer);
   const int64_t task_words = kTaskBytes / 8, tasks = bytes / kTaskBytes;
   // Written once by the pool so the pages are real (not the shared zero page) and spread
   // over the threads' memory the way the weights are.

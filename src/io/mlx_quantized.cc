@@ -41,14 +41,14 @@ float ToF32(const Tensor& t, int64_t i) {
 }
 
 // The blocks of one matrix: per row, per group, f32 scale and bias, then the codes re-laid.
-std::vector<uint8_t> Repack(const Tensor& weight, const Tensor& scales, const Tensor& biases,
+ByteBuffer Repack(const Tensor& weight, const Tensor& scales, const Tensor& biases,
                             int bits, DType type, int64_t rows, int64_t cols) {
   const int64_t group = BlockElems(type), groups = cols / group;
   const size_t block_bytes = BlockBytes(type);
   const int64_t words = weight.shape[1];
   const uint32_t mask = (1u << bits) - 1;
   const int per_word = 32 / bits;
-  std::vector<uint8_t> out(static_cast<size_t>(rows) * RowBytes(type, cols), 0);
+  ByteBuffer out(static_cast<size_t>(rows) * RowBytes(type, cols), 0);
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* wrow = weight.data + static_cast<size_t>(r) * words * 4;
     for (int64_t g = 0; g < groups; ++g) {
@@ -106,7 +106,7 @@ int RepackMlxQuantized(const Json& config, const std::string& where, TensorStore
            scales.ShapeString(), " ", DTypeName(scales.dtype), " and ", biases->ShapeString(), " ",
            DTypeName(biases->dtype));
     }
-    std::vector<uint8_t> bytes = Repack(*weight, scales, *biases, s.bits, type, rows, cols);
+    ByteBuffer bytes = Repack(*weight, scales, *biases, s.bits, type, rows, cols);
     store.ReplaceTensor(module + ".weight", type, {rows, cols}, std::move(bytes));
     store.Remove(name);
     store.Remove(module + ".biases");

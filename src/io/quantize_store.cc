@@ -14,7 +14,7 @@ std::optional<DType> ParseWeightQuant(const std::string& value, const std::strin
   Fail(flag, " must be none, q8_0, q4_0 or q4_k, got '", value, "'");
 }
 
-WeightRef QuantizeWeight(const WeightRef& w, DType to, std::vector<uint8_t>& bytes, ThreadPool& pool) {
+WeightRef QuantizeWeight(const WeightRef& w, DType to, ByteBuffer& bytes, ThreadPool& pool) {
   if (w.dtype != DType::kF32 && w.dtype != DType::kBF16 && w.dtype != DType::kF16) {
     Fail("QuantizeWeight: cannot quantise ", DTypeName(w.dtype), " weights (need F32, BF16 or F16)");
   }
@@ -45,7 +45,7 @@ int QuantizeMatrices(TensorStore& store, DType to, ThreadPool& pool) {
       Fail(t.file, ": tensor '", name, "' has rows of ", t.shape[1], " elements, not whole ",
            DTypeName(to), " blocks of ", BlockElems(to));
     }
-    std::vector<uint8_t> bytes;
+    ByteBuffer bytes;
     QuantizeWeight(AsWeight(t), to, bytes, pool);
     store.ReplaceData(name, to, std::move(bytes));
     ++converted;
@@ -55,17 +55,24 @@ int QuantizeMatrices(TensorStore& store, DType to, ThreadPool& pool) {
 
 int PackMatrices(TensorStore& store, ThreadPool& pool) {
   constexpr size_t kAlign = 64;
-  int packed = 0;
+  std::vector<std::pair<std::string, size_t>> slices;  // name, offset into the arena
+  size_t total = 0;
   for (const std::string& name : store.Names()) {
     const Tensor& t = *store.Find(name);
     if (t.shape.size() != 2 || !ops::HasPackedLayout(t.dtype) || t.layout != WeightLayout::kRows) continue;
-    std::vector<uint8_t> storage(ops::PackedBytes(t.dtype, t.shape[0], t.shape[1]) + kAlign - 1);
-    const size_t offset = (kAlign - reinterpret_cast<uintptr_t>(storage.data()) % kAlign) % kAlign;
-    ops::PackWeight(AsWeight(t), storage.data() + offset, pool);
-    store.ReplaceWithPacked(name, std::move(storage), offset);
-    ++packed;
+    slices.emplace_back(name, total);
+    total += (ops::PackedBytes(t.dtype, t.shape[0], t.shape[1]) + kAlign - 1) / kAlign * kAlign;
   }
-  return packed;
+  if (slices.empty()) return 0;
+  // One arena for all of them: every matrix on huge pages, however small. Its pages become
+  // resident as they are packed, while each matrix's rows are freed once packed, so loading
+  // holds little more than one copy of the weights.
+  uint8_t* arena = store.NewArena(total);
+  for (const auto& [name, offset] : slices) {
+    ops::PackWeight(AsWeight(*store.Find(name)), arena + offset, pool);
+    store.ReplaceWithPacked(name, arena + offset);
+  }
+  return static_cast<int>(slices.size());
 }
 
 }  // namespace dflash

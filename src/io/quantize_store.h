@@ -20,7 +20,7 @@ std::optional<DType> ParseWeightQuant(const std::string& value, const std::strin
 
 // Quantises an f32/bf16/f16 matrix (cols whole blocks) row by row into `bytes`; returns
 // the WeightRef over them.
-WeightRef QuantizeWeight(const WeightRef& w, DType to, std::vector<uint8_t>& bytes, ThreadPool& pool);
+WeightRef QuantizeWeight(const WeightRef& w, DType to, ByteBuffer& bytes, ThreadPool& pool);
 
 // Quantises every 2-D f32/bf16/f16 tensor of `store` in place; returns how many it converted.
 // A matrix whose rows are not whole blocks is an error naming it.

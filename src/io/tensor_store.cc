@@ -20,14 +20,14 @@ void TensorStore::Add(Tensor t) {
   }
 }
 
-void TensorStore::ReplaceData(const std::string& name, DType dtype, std::vector<uint8_t> bytes) {
+void TensorStore::ReplaceData(const std::string& name, DType dtype, ByteBuffer bytes) {
   const Tensor* t = Find(name);
   if (!t) Fail(origin_, ": tensor '", name, "' is missing");
   ReplaceTensor(name, dtype, t->shape, std::move(bytes));
 }
 
 void TensorStore::ReplaceTensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
-                                std::vector<uint8_t> bytes) {
+                                ByteBuffer bytes) {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) Fail(origin_, ": tensor '", name, "' is missing");
   Tensor& t = it->second;
@@ -39,7 +39,7 @@ void TensorStore::ReplaceTensor(const std::string& name, DType dtype, std::vecto
     Fail(origin_, ": tensor '", name, "': ", bytes.size(), " bytes of ", DTypeName(dtype),
          " do not fit shape ", shaped.ShapeString());
   }
-  std::vector<uint8_t>& owned = owned_[name] = std::move(bytes);
+  ByteBuffer& owned = owned_[name] = std::move(bytes);
   t.dtype = dtype;
   t.shape = std::move(shaped.shape);
   t.data = owned.data();
@@ -47,17 +47,22 @@ void TensorStore::ReplaceTensor(const std::string& name, DType dtype, std::vecto
   t.layout = WeightLayout::kRows;
 }
 
-void TensorStore::ReplaceWithPacked(const std::string& name, std::vector<uint8_t> storage, size_t offset) {
+uint8_t* TensorStore::NewArena(size_t bytes) { return arenas_.emplace_back(bytes).data(); }
+
+void TensorStore::ReplaceWithPacked(const std::string& name, const uint8_t* packed) {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) Fail(origin_, ": tensor '", name, "' is missing");
   Tensor& t = it->second;
   const size_t expect = t.shape.size() == 2 ? ops::PackedBytes(t.dtype, t.shape[0], t.shape[1]) : 0;
-  if (t.shape.size() != 2 || offset > storage.size() || storage.size() - offset < expect) {
-    Fail(origin_, ": tensor '", name, "': ", storage.size() - std::min(offset, storage.size()),
-         " bytes do not hold a packed ", DTypeName(t.dtype), " ", t.ShapeString());
+  const bool inside = std::any_of(arenas_.begin(), arenas_.end(), [&](const HugeBuffer& a) {
+    return packed >= a.data() && expect <= a.size() && packed - a.data() <= static_cast<ptrdiff_t>(a.size() - expect);
+  });
+  if (t.shape.size() != 2 || !inside) {
+    Fail(origin_, ": tensor '", name, "': no arena of the store holds a packed ", DTypeName(t.dtype), " ",
+         t.ShapeString());
   }
-  std::vector<uint8_t>& owned = owned_[name] = std::move(storage);  // frees the rows it replaces
-  t.data = owned.data() + offset;
+  owned_.erase(name);  // frees the rows it replaces
+  t.data = packed;
   t.nbytes = expect;
   t.layout = WeightLayout::kGroups16;
 }

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/huge_pages.h"
 #include "core/mapped_file.h"
 #include "core/tensor.h"
 
@@ -21,14 +22,17 @@ class TensorStore {
   void Add(Tensor t);  // throws on duplicate names
   // Gives tensor `name` new contents of another dtype (same shape), owned by the store: the
   // load-time quantiser's output. Pointers to the old data must not be kept.
-  void ReplaceData(const std::string& name, DType dtype, std::vector<uint8_t> bytes);
+  void ReplaceData(const std::string& name, DType dtype, ByteBuffer bytes);
   // The same with a new shape (a repacked format whose stored shape differed, e.g. MLX's
   // packed uint32 words); the bytes must be a whole number of `dtype` rows of shape.back().
   void ReplaceTensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
-                     std::vector<uint8_t> bytes);
-  // Tensor `name` in the kGroups16 layout (ops/weight_pack.h), same dtype and shape: its
-  // bytes start `offset` bytes into `storage` (where the caller aligned them).
-  void ReplaceWithPacked(const std::string& name, std::vector<uint8_t> storage, size_t offset);
+                     ByteBuffer bytes);
+  // A zeroed, untouched huge-page buffer of `bytes` that the store keeps for its lifetime
+  // (core/huge_pages.h): where PackMatrices packs all of a model's matrices.
+  uint8_t* NewArena(size_t bytes);
+  // Tensor `name` in the kGroups16 layout (ops/weight_pack.h), same dtype and shape, at
+  // `packed`, inside one of the store's arenas. Frees the bytes it replaces if the store owned them.
+  void ReplaceWithPacked(const std::string& name, const uint8_t* packed);
   void Remove(const std::string& name);  // throws when absent
 
   // Lets MatMul round activations to bf16 against every 2-D BF16 tensor (WeightRef::
@@ -46,7 +50,8 @@ class TensorStore {
   std::string origin_;
   std::vector<std::unique_ptr<MappedFile>> files_;
   // Replaced tensors' bytes, by tensor name (a second replacement frees the first's).
-  std::unordered_map<std::string, std::vector<uint8_t>> owned_;
+  std::unordered_map<std::string, ByteBuffer> owned_;
+  std::vector<HugeBuffer> arenas_;
   std::unordered_map<std::string, Tensor> tensors_;
 };
 

@@ -30,7 +30,7 @@ struct TargetOptions {
 // works one KV head at a time, streams each head's positions from contiguous memory.
 struct KvCache {
   DType type = DType::kF32;
-  std::vector<uint8_t> k, v;
+  ByteBuffer k, v;
   int length = 0;
   size_t bytes() const { return k.size() + v.size(); }
 };
