@@ -64,7 +64,7 @@ class ScriptedDrafter : public Drafter {
 };
 
 // Proposes from a fixed random distribution per row: any q must leave the output
-// distribution unchanged under rejection sampling.
+// distribution (and, for a given seed, the output itself) unchanged.
 class NoisyDrafter : public Drafter {
  public:
   NoisyDrafter(int vocab, uint32_t seed) : vocab_(vocab), logits_(16 * vocab) {
@@ -362,6 +362,47 @@ std::map<std::vector<int32_t>, double> Marginal(const std::map<std::vector<int32
   return m;
 }
 
+// Sampling is coupled to positions (spec/sampler.h): with the same seed, sampled DFlash emits
+// exactly the plain sampled sequence, whatever the block size, the draft's quality and the
+// policy's timing-driven choices; another seed gives another sequence.
+TEST(Spec, SampledDFlashEqualsPlainSampledForTheSameSeed) {
+  ThreadPool pool(2);
+  auto rt = MakeRandomTarget(/*vocab=*/97, /*hidden=*/32, /*layers=*/2, /*seed=*/3, 0.5f);
+  Qwen3Model target(rt->config, rt->weights.store, Options(0), pool);
+  const std::vector<int32_t> prompt = {3, 14, 15, 92, 65, 35};
+  GenerateOptions plain = AlwaysSpeculate(120);
+  plain.sampling = SamplingParams{0.8, 0, 0.95, 7};
+  const GenerateResult ref = Generate(target, nullptr, prompt, plain);
+  ASSERT_EQ(ref.tokens.size(), 120u);
+  GenerateOptions other_seed = plain;
+  other_seed.sampling.seed = 8;
+  target.Truncate(0);
+  EXPECT_NE(Generate(target, nullptr, prompt, other_seed).tokens, ref.tokens);
+  for (SpecPolicy policy : {SpecPolicy::kAlways, SpecPolicy::kAdaptive}) {
+    for (int B : {2, 5, 16}) {
+      SCOPED_TRACE(std::string(SpecPolicyName(policy)) + " block " + std::to_string(B));
+      GenerateOptions spec = plain;
+      spec.policy = policy;
+      spec.block_size = B;
+      target.Truncate(0);
+      ScriptedDrafter scripted(ref.tokens, static_cast<int>(prompt.size()), 97);
+      const GenerateResult r = Generate(target, &scripted, prompt, spec);
+      EXPECT_EQ(r.tokens, ref.tokens);
+      EXPECT_GT(r.stats.accepted, 0);
+      if (policy == SpecPolicy::kAlways) {  // a draft proposing the plain sequence is never refused
+        target.Truncate(0);
+        ScriptedDrafter perfect(ref.tokens, static_cast<int>(prompt.size()), 97, /*perfect=*/true);
+        const GenerateResult all = Generate(target, &perfect, prompt, spec);
+        EXPECT_EQ(all.tokens, ref.tokens);
+        EXPECT_EQ(all.stats.accepted, all.stats.drafted);
+      }
+      target.Truncate(0);
+      NoisyDrafter noisy(97, 5);
+      EXPECT_EQ(Generate(target, &noisy, prompt, spec).tokens, ref.tokens) << "a draft that rarely agrees";
+    }
+  }
+}
+
 TEST(Spec, SampledDFlashMatchesTargetDistributionAtDraftedPositions) {
   ThreadPool pool(1);
   const int V = 8;
@@ -402,7 +443,7 @@ TEST(Spec, SampledDFlashMatchesTargetDistributionAtDraftedPositions) {
     Sampler qs(sp, V);
     std::vector<float> q(V);
     qs.Probabilities(drafter.Logits(0), q.data());
-    for (int t = 0; t < trials; ++t) draft_counts[{qs.Draw(q.data())}]++;
+    for (int t = 0; t < trials; ++t) draft_counts[{qs.DrawAt(q.data(), t)}]++;
     const auto [stat, df] = ChiSquare(draft_counts, Marginal(joint, {1}), trials);
     EXPECT_GT(stat, ChiSquareCritical(df)) << "chi-square cannot tell q from p";
   }

@@ -44,7 +44,7 @@ class Decoder {
     result_.stats.accept_hist.assign(B + 1, 0);
     if (!options.sampling.greedy()) {
       target_probs_.resize(static_cast<size_t>(B) * vocab_);
-      draft_probs_.resize(static_cast<size_t>(B) * vocab_);
+      draft_probs_.resize(vocab_);
     }
     drafted_.resize(B + 1);  // the block, plus the token after a fully accepted block
   }
@@ -54,7 +54,8 @@ class Decoder {
  private:
   double Now() const { return hooks_.clock_ms ? hooks_.clock_ms() : SteadyMs(); }
   double MsSince(double t) const { return Now() - t; }
-  int32_t Pick(const float* logits, float* probs_out);
+  // The token for sequence position `position` (sampling is coupled to it: spec/sampler.h).
+  int32_t Pick(const float* logits, float* probs_out, int64_t position);
   bool Commit(std::span<const int32_t> tokens);  // false when generation must end
   bool Prefill(std::span<const int32_t> prompt);  // false when cancelled
   std::span<const int32_t> PlainStep();           // both return the tokens they committed
@@ -72,13 +73,13 @@ class Decoder {
   double last_draft_ms_ = 0, last_verify_ms_ = 0;  // the latest cycle's, for the policy
   std::vector<int32_t> drafted_;      // [B+1] block: pending + drafted tokens, then the next
   std::vector<float> target_probs_;   // [B][V]
-  std::vector<float> draft_probs_;    // [B][V]
+  std::vector<float> draft_probs_;    // [V] one proposal's distribution
 };
 
-int32_t Decoder::Pick(const float* logits, float* probs_out) {
+int32_t Decoder::Pick(const float* logits, float* probs_out, int64_t position) {
   if (sampler_.params().greedy()) return Sampler::Argmax(logits, vocab_);
   sampler_.Probabilities(logits, probs_out);
-  return sampler_.Draw(probs_out);
+  return sampler_.DrawAt(probs_out, position);
 }
 
 bool Decoder::Commit(std::span<const int32_t> tokens) {
@@ -120,7 +121,7 @@ bool Decoder::Prefill(std::span<const int32_t> prompt) {
       target_.Forward(prompt.subspan(pos, rows), /*all_logits=*/false);
       if (drafter_) drafter_->AppendContext(target_.Features(0), rows, pos);
       // The logits live in the model's scratch: read them before another sequence's turn.
-      if (pos + rows == n) pending_ = Pick(target_.Logits(0), target_probs_.data());
+      if (pos + rows == n) pending_ = Pick(target_.Logits(0), target_probs_.data(), n);
     }
     if (hooks_.progress && !hooks_.progress(pos + rows, n)) return false;
   }
@@ -131,7 +132,7 @@ std::span<const int32_t> Decoder::PlainStep() {
   const int pos = target_.kv_length();
   target_.Forward({&pending_, 1}, /*all_logits=*/false);
   if (drafter_) drafter_->AppendContext(target_.Features(0), 1, pos);
-  pending_ = Pick(target_.Logits(0), target_probs_.data());
+  pending_ = Pick(target_.Logits(0), target_probs_.data(), pos + 1);
   return {&pending_, 1};
 }
 
@@ -144,7 +145,7 @@ std::span<const int32_t> Decoder::SpeculativeCycle(int B, int rows) {
   drafter_->Propose(pending_, pos, B);
   drafted_[0] = pending_;
   for (int j = 0; j < rows - 1; ++j) {
-    drafted_[j + 1] = Pick(drafter_->Logits(j), greedy ? nullptr : draft_probs_.data() + static_cast<size_t>(j) * vocab_);
+    drafted_[j + 1] = Pick(drafter_->Logits(j), greedy ? nullptr : draft_probs_.data(), pos + 1 + j);
   }
   last_draft_ms_ = MsSince(t0);
 
@@ -157,7 +158,7 @@ std::span<const int32_t> Decoder::SpeculativeCycle(int B, int rows) {
     next = Sampler::Argmax(target_.Logits(accepted), vocab_);
   } else {
     for (int r = 0; r < rows; ++r) sampler_.Probabilities(target_.Logits(r), target_probs_.data() + static_cast<size_t>(r) * vocab_);
-    accepted = sampler_.AcceptSampled(drafted_.data() + 1, rows - 1, target_probs_.data(), draft_probs_.data(), &next);
+    accepted = sampler_.AcceptSampled(drafted_.data() + 1, rows - 1, target_probs_.data(), pos + 1, &next);
   }
   // Keep the KV of the pending token and the accepted drafts; the rest was speculative.
   target_.Truncate(pos + accepted + 1);

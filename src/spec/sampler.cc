@@ -17,7 +17,7 @@ void ValidateSampling(const SamplingParams& p) {
 }
 
 Sampler::Sampler(const SamplingParams& params, int vocab)
-    : params_(params), vocab_(vocab), rng_(params.seed), order_(vocab), residual_(vocab) {
+    : params_(params), vocab_(vocab), order_(vocab) {
   ValidateSampling(params);
 }
 
@@ -64,10 +64,26 @@ void Sampler::Probabilities(const float* logits, float* probs) {
   for (int j = 0; j < i; ++j) probs[order_[j]] = static_cast<float>(probs[order_[j]] / kept);
 }
 
-int32_t Sampler::Draw(const float* probs) {
+namespace {
+
+// u(seed, position) in [0, 1): SplitMix64's finaliser of the seed and the position mixed,
+// 53 random bits.
+double PositionUniform(uint64_t seed, int64_t position) {
+  uint64_t x = seed ^ (static_cast<uint64_t>(position) + 1) * 0x9E3779B97F4A7C15ull;
+  for (int round = 0; round < 2; ++round) {
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+  }
+  return static_cast<double>(x >> 11) * 0x1.0p-53;
+}
+
+}  // namespace
+
+int32_t Sampler::DrawAt(const float* probs, int64_t position) const {
   double total = 0;
   for (int i = 0; i < vocab_; ++i) total += probs[i];
-  const double u = Uniform() * total;
+  const double u = PositionUniform(params_.seed, position) * total;
   double acc = 0;
   int32_t last_nonzero = 0;
   for (int32_t i = 0; i < vocab_; ++i) {
@@ -79,24 +95,16 @@ int32_t Sampler::Draw(const float* probs) {
   return last_nonzero;  // rounding left u at the very top
 }
 
-int Sampler::AcceptSampled(const int32_t* drafted, int n, const float* target_probs,
-                           const float* draft_probs, int32_t* next) {
-  for (int i = 0; i < n; ++i) {
-    const float* p = target_probs + static_cast<size_t>(i) * vocab_;
-    const float* q = draft_probs + static_cast<size_t>(i) * vocab_;
-    const int32_t d = drafted[i];
-    // Accept d with probability min(1, p(d) / q(d)).
-    if (Uniform() * q[d] < p[d]) continue;
-    double total = 0;
-    for (int v = 0; v < vocab_; ++v) {
-      residual_[v] = std::max(0.0f, p[v] - q[v]);
-      total += residual_[v];
+int Sampler::AcceptSampled(const int32_t* drafted, int n, const float* target_probs, int64_t first_position,
+                           int32_t* next) const {
+  for (int i = 0; i <= n; ++i) {
+    const int32_t t = DrawAt(target_probs + static_cast<size_t>(i) * vocab_, first_position + i);
+    if (i == n || t != drafted[i]) {
+      *next = t;
+      return i;
     }
-    *next = total > 0 ? Draw(residual_.data()) : Draw(p);
-    return i;
   }
-  *next = Draw(target_probs + static_cast<size_t>(n) * vocab_);
-  return n;
+  return n;  // not reached: row n always returns
 }
 
 }  // namespace dflash

@@ -1,9 +1,20 @@
 // Token selection: greedy argmax, temperature / top-k / top-p sampling, and the speculative
-// rejection step that keeps sampled DFlash output distributed exactly as the target's.
+// acceptance step for sampled DFlash.
+//
+// Sampling is coupled to the position: the token at sequence position t is the inverse CDF of
+// its distribution (tokens in index order) at one uniform u(seed, t), a hash, not the next
+// number of a stream. So a sampled sequence is a function of the seed and the model alone: a
+// draft's proposal for position t uses the same u(seed, t), and the target accepts it exactly
+// when its own draw at t is that token, which makes sampled DFlash output equal plain sampled
+// output for the same seed token for token, whatever blocks, verify lengths or policy
+// decisions happened in between (as greedy DFlash equals greedy decoding). Each position's u
+// is independent of the others, so every token is an exact draw from the target's
+// distribution given the ones before it. The price: a proposal is accepted with probability
+// sum_x |[F_p(x-), F_p(x)) n [F_q(x-), F_q(x))| (the overlap of the two CDFs' steps), a little
+// below rejection sampling's sum_x min(p(x), q(x)); both are 1 when q = p.
 #pragma once
 
 #include <cstdint>
-#include <random>
 #include <vector>
 
 namespace dflash {
@@ -28,22 +39,21 @@ class Sampler {
   static int32_t Argmax(const float* logits, int vocab);
   // probs = the sampling distribution of logits after temperature, top-k, top-p ([vocab]).
   void Probabilities(const float* logits, float* probs);
-  int32_t Draw(const float* probs);
-  double Uniform() { return uniform_(rng_); }
+  // The token at sequence position `position`: inverse CDF of probs (which need not sum to
+  // 1) at u(seed, position).
+  int32_t DrawAt(const float* probs, int64_t position) const;
 
-  // Speculative acceptance of n drafted tokens. target_probs: n+1 rows, draft_probs: n rows
-  // ([vocab] each). Returns the number accepted and writes the next token (the residual
-  // sample on rejection, or a draw from target row n when all are accepted).
-  int AcceptSampled(const int32_t* drafted, int n, const float* target_probs,
-                    const float* draft_probs, int32_t* next);
+  // Speculative acceptance of n drafted tokens for positions first_position .. + n - 1, each
+  // proposed by DrawAt on the draft's distribution. target_probs: n+1 rows ([vocab] each).
+  // Returns the number accepted and writes the next token: the target's draw at the first
+  // position it disagrees with, or at first_position + n when all are accepted.
+  int AcceptSampled(const int32_t* drafted, int n, const float* target_probs, int64_t first_position,
+                    int32_t* next) const;
 
  private:
   SamplingParams params_;
   int vocab_;
-  std::mt19937_64 rng_;
-  std::uniform_real_distribution<double> uniform_{0.0, 1.0};
-  std::vector<int32_t> order_;    // [vocab] scratch for top-k / top-p
-  std::vector<float> residual_;   // [vocab]
+  std::vector<int32_t> order_;  // [vocab] scratch for top-k / top-p
 };
 
 }  // namespace dflash
