@@ -54,26 +54,25 @@ Bandwidth MeasureReadBandwidth(ThreadPool& pool, int64_t bytes, int passes) {
   bytes = (bytes + kTaskBytes - 1) / kTaskBytes * kTaskBytes;
   // The same kind of memory the weights and KV caches live in (core/huge_pages.h), so the
   // roofline is what those buffers can be read at.
-  const auto free_buffer = [bytes](uint64_t* p) { FreeHugeBuffer(p, static_cast<size_t>(bytes)); };
-  uint64_t* mapped = nullptr;
+  std::unique_ptr<HugeBuffer> buffer;
   try {
-    mapped = static_cast<uint64_t*>(AllocateHugeBuffer(static_cast<size_t>(bytes)));
+    buffer = std::make_unique<HugeBuffer>(static_cast<size_t>(bytes));
   } catch (const std::bad_alloc&) {
     Fail("bandwidth: cannot allocate ", bytes, " bytes");
   }
-  std::unique_ptr<uint64_t, decltype(free_buffer)> buf(mapped, free_buffer);
+  uint64_t* words = reinterpret_cast<uint64_t*>(buffer->data());
   const int64_t task_words = kTaskBytes / 8, tasks = bytes / kTaskBytes;
   // Written once by the pool so the pages are real (not the shared zero page) and spread
   // over the threads' memory the way the weights are.
   pool.ParallelFor(tasks, [&](int64_t t) {
-    for (int64_t i = t * task_words; i < (t + 1) * task_words; ++i) buf.get()[i] = static_cast<uint64_t>(i);
+    for (int64_t i = t * task_words; i < (t + 1) * task_words; ++i) words[i] = static_cast<uint64_t>(i);
   });
   std::atomic<uint64_t> sink{0};
   std::vector<double> gbs;
   for (int pass = 0; pass <= passes; ++pass) {
     const auto t0 = std::chrono::steady_clock::now();
     pool.ParallelFor(tasks, [&](int64_t t) {
-      sink.fetch_add(HWY_DYNAMIC_DISPATCH(ReadSum)(buf.get() + t * task_words, task_words),
+      sink.fetch_add(HWY_DYNAMIC_DISPATCH(ReadSum)(words + t * task_words, task_words),
                      std::memory_order_relaxed);
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
