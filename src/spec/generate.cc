@@ -30,7 +30,7 @@ class Turn {
 };
 
 // The state of one generation: committed output, the pending token (sampled, not yet run
-// through the target), the sampler and scratch for sampled acceptance.
+// through the target), the sampler and its scratch.
 class Decoder {
  public:
   Decoder(TargetModel& target, Drafter* drafter, const GenerateOptions& options, const GenerateHooks& hooks)
@@ -42,10 +42,7 @@ class Decoder {
         sampler_(options.sampling, vocab_) {
     const int B = std::max(1, options.block_size);
     result_.stats.accept_hist.assign(B + 1, 0);
-    if (!options.sampling.greedy()) {
-      target_probs_.resize(static_cast<size_t>(B) * vocab_);
-      draft_probs_.resize(vocab_);
-    }
+    if (!options.sampling.greedy()) probs_.resize(vocab_);
     drafted_.resize(B + 1);  // the block, plus the token after a fully accepted block
   }
 
@@ -55,7 +52,7 @@ class Decoder {
   double Now() const { return hooks_.clock_ms ? hooks_.clock_ms() : SteadyMs(); }
   double MsSince(double t) const { return Now() - t; }
   // The token for sequence position `position` (sampling is coupled to it: spec/sampler.h).
-  int32_t Pick(const float* logits, float* probs_out, int64_t position);
+  int32_t Pick(const float* logits, int64_t position);
   bool Commit(std::span<const int32_t> tokens);  // false when generation must end
   bool Prefill(std::span<const int32_t> prompt);  // false when cancelled
   std::span<const int32_t> PlainStep();           // both return the tokens they committed
@@ -72,14 +69,13 @@ class Decoder {
   int32_t pending_ = -1;
   double last_draft_ms_ = 0, last_verify_ms_ = 0;  // the latest cycle's, for the policy
   std::vector<int32_t> drafted_;      // [B+1] block: pending + drafted tokens, then the next
-  std::vector<float> target_probs_;   // [B][V]
-  std::vector<float> draft_probs_;    // [V] one proposal's distribution
+  std::vector<float> probs_;          // [V] the distribution a sampled Pick draws from
 };
 
-int32_t Decoder::Pick(const float* logits, float* probs_out, int64_t position) {
+int32_t Decoder::Pick(const float* logits, int64_t position) {
   if (sampler_.params().greedy()) return Sampler::Argmax(logits, vocab_);
-  sampler_.Probabilities(logits, probs_out);
-  return sampler_.DrawAt(probs_out, position);
+  sampler_.Probabilities(logits, probs_.data());
+  return sampler_.DrawAt(probs_.data(), position);
 }
 
 bool Decoder::Commit(std::span<const int32_t> tokens) {
@@ -121,7 +117,7 @@ bool Decoder::Prefill(std::span<const int32_t> prompt) {
       target_.Forward(prompt.subspan(pos, rows), /*all_logits=*/false);
       if (drafter_) drafter_->AppendContext(target_.Features(0), rows, pos);
       // The logits live in the model's scratch: read them before another sequence's turn.
-      if (pos + rows == n) pending_ = Pick(target_.Logits(0), target_probs_.data(), n);
+      if (pos + rows == n) pending_ = Pick(target_.Logits(0), n);
     }
     if (hooks_.progress && !hooks_.progress(pos + rows, n)) return false;
   }
@@ -132,33 +128,31 @@ std::span<const int32_t> Decoder::PlainStep() {
   const int pos = target_.kv_length();
   target_.Forward({&pending_, 1}, /*all_logits=*/false);
   if (drafter_) drafter_->AppendContext(target_.Features(0), 1, pos);
-  pending_ = Pick(target_.Logits(0), target_probs_.data(), pos + 1);
+  pending_ = Pick(target_.Logits(0), pos + 1);
   return {&pending_, 1};
 }
 
 std::span<const int32_t> Decoder::SpeculativeCycle(int B, int rows) {
   GenerateStats& st = result_.stats;
   const int pos = target_.kv_length();
-  const bool greedy = sampler_.params().greedy();
 
   const double t0 = Now();
   drafter_->Propose(pending_, pos, B);
   drafted_[0] = pending_;
   for (int j = 0; j < rows - 1; ++j) {
-    drafted_[j + 1] = Pick(drafter_->Logits(j), greedy ? nullptr : draft_probs_.data(), pos + 1 + j);
+    drafted_[j + 1] = Pick(drafter_->Logits(j), pos + 1 + j);
   }
   last_draft_ms_ = MsSince(t0);
 
   const double t1 = Now();
   target_.Forward({drafted_.data(), static_cast<size_t>(rows)}, /*all_logits=*/true);
+  // A draft is accepted while it is the token the target picks at its position (greedy or
+  // sampled alike: spec/sampler.h), and the target's pick where they part is the next token.
   int accepted = 0;
-  int32_t next = -1;
-  if (greedy) {
-    while (accepted < rows - 1 && drafted_[accepted + 1] == Sampler::Argmax(target_.Logits(accepted), vocab_)) ++accepted;
-    next = Sampler::Argmax(target_.Logits(accepted), vocab_);
-  } else {
-    for (int r = 0; r < rows; ++r) sampler_.Probabilities(target_.Logits(r), target_probs_.data() + static_cast<size_t>(r) * vocab_);
-    accepted = sampler_.AcceptSampled(drafted_.data() + 1, rows - 1, target_probs_.data(), pos + 1, &next);
+  int32_t next = Pick(target_.Logits(0), pos + 1);
+  while (accepted < rows - 1 && next == drafted_[accepted + 1]) {
+    ++accepted;
+    next = Pick(target_.Logits(accepted), pos + 1 + accepted);
   }
   // Keep the KV of the pending token and the accepted drafts; the rest was speculative.
   target_.Truncate(pos + accepted + 1);

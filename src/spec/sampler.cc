@@ -95,16 +95,4 @@ int32_t Sampler::DrawAt(const float* probs, int64_t position) const {
   return last_nonzero;  // rounding left u at the very top
 }
 
-int Sampler::AcceptSampled(const int32_t* drafted, int n, const float* target_probs, int64_t first_position,
-                           int32_t* next) const {
-  for (int i = 0; i <= n; ++i) {
-    const int32_t t = DrawAt(target_probs + static_cast<size_t>(i) * vocab_, first_position + i);
-    if (i == n || t != drafted[i]) {
-      *next = t;
-      return i;
-    }
-  }
-  return n;  // not reached: row n always returns
-}
-
 }  // namespace dflash

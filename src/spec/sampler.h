@@ -1,5 +1,4 @@
-// Token selection: greedy argmax, temperature / top-k / top-p sampling, and the speculative
-// acceptance step for sampled DFlash.
+// Token selection: greedy argmax and temperature / top-k / top-p sampling.
 //
 // Sampling is coupled to the position: the token at sequence position t is the inverse CDF of
 // its distribution (tokens in index order) at one uniform u(seed, t), a hash, not the next
@@ -42,13 +41,6 @@ class Sampler {
   // The token at sequence position `position`: inverse CDF of probs (which need not sum to
   // 1) at u(seed, position).
   int32_t DrawAt(const float* probs, int64_t position) const;
-
-  // Speculative acceptance of n drafted tokens for positions first_position .. + n - 1, each
-  // proposed by DrawAt on the draft's distribution. target_probs: n+1 rows ([vocab] each).
-  // Returns the number accepted and writes the next token: the target's draw at the first
-  // position it disagrees with, or at first_position + n when all are accepted.
-  int AcceptSampled(const int32_t* drafted, int n, const float* target_probs, int64_t first_position,
-                    int32_t* next) const;
 
  private:
   SamplingParams params_;
