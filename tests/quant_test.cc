@@ -371,9 +371,9 @@ TEST(QuantMatMul, RejectsUnpackedWeights) {
   }
 }
 
-// The packed layout holds the row layout's bytes and nothing else: unpacking every row gives
-// them back, DequantizeRow reads both layouts to the same bits, and the padding of a partial
-// last group is zeros (Q8_0: code 0, stored as 0x80).
+// The packed layout holds the row layout's blocks and nothing else (Q6_K's with its codes
+// widened to bytes): unpacking every row gives them back, DequantizeRow reads both layouts to
+// the same bits, and the padding of a partial last group is zeros (Q8_0: code 0, stored as 0x80).
 TEST(WeightPack, RoundTripsEveryRowAndDequantizesAlike) {
   ThreadPool pool(2);
   for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
@@ -382,7 +382,9 @@ TEST(WeightPack, RoundTripsEveryRowAndDequantizesAlike) {
         const std::vector<uint8_t> bytes = RandomBlocks(t, N, K, static_cast<uint32_t>(N + K));
         const WeightRef rows{bytes.data(), t, N, K, RowBytes(t, K)};
         std::vector<uint8_t> packed(ops::PackedBytes(t, N, K));
-        ASSERT_EQ(packed.size(), static_cast<size_t>((N + 15) / 16 * 16) * RowBytes(t, K));
+        const int64_t packed_row = t == DType::kQ6_K ? K / 256 * 274 : static_cast<int64_t>(RowBytes(t, K));
+        ASSERT_EQ(ops::PackedRowBytes(t, K), packed_row);
+        ASSERT_EQ(packed.size(), static_cast<size_t>((N + 15) / 16 * 16 * packed_row));
         const WeightRef w = ops::PackWeight(rows, packed.data(), pool);
         ASSERT_EQ(w.layout, WeightLayout::kGroups16);
         std::vector<uint8_t> row(RowBytes(t, K));
@@ -395,7 +397,7 @@ TEST(WeightPack, RoundTripsEveryRowAndDequantizesAlike) {
           for (int64_t k = 0; k < K; ++k) ASSERT_EQ(std::bit_cast<uint32_t>(a[k]), std::bit_cast<uint32_t>(b[k]));
         }
         // Bytes that came from no row are the padding rows'.
-        size_t from_rows = N * RowBytes(t, K), zero_or_code0 = 0;
+        size_t from_rows = N * packed_row, zero_or_code0 = 0;
         for (uint8_t v : packed) zero_or_code0 += (v == 0 || (t == DType::kQ8_0 && v == 0x80));
         EXPECT_GE(zero_or_code0, packed.size() - from_rows) << DTypeName(t) << " N=" << N;
         EXPECT_THROW(ops::PackWeight(w, packed.data(), pool), Error);

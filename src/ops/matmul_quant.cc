@@ -376,34 +376,19 @@ struct Q4_KFormat {
 };
 
 struct Q6_KFormat {
-  static constexpr int64_t kElems = 256, kVectors = 52;
-  // Packed vectors: ql dwords 0-31, qh dwords 32-47, int8 scales 48-51.
-  static constexpr int64_t kQl = 0, kQh = 32, kScales = 48;
+  static constexpr int64_t kElems = 256, kVectors = 68;
+  // Packed vectors: codes 0-63 (4 per 16-element group), int8 scales 64-67 (16 bytes per group).
+  static constexpr int64_t kScales = 64;
   template <int R>
   static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R]) {
     const __m512 d = g.F16(b);
-    const __m512i low4 = Nibbles(), two = _mm512_set1_epi8(3);
-    for (int half = 0; half < 2; ++half) {
-      for (int quarter = 0; quarter < 4; ++quarter) {
-        g.Prefetch(b + 1, 4 * half + quarter, 8);  // one row too, unlike the other formats
-        // Quarter q: nibbles of ql bytes 0-31 (q even) or 32-63 (odd) of this half, low (q < 2)
-        // or high, and qh bits 2q, 2q+1. Its vectors are loaded here (from L1 after the first
-        // quarter), not once per half: the half's 24 did not stay in registers.
-        __m512i codes[8];
-        for (int i = 0; i < 8; ++i) {
-          const __m512i src = g.Vector(b, kQl + 16 * half + 8 * (quarter % 2) + i);
-          const __m512i lo = _mm512_and_si512(quarter < 2 ? src : _mm512_srli_epi16(src, 4), low4);
-          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(g.Vector(b, kQh + 8 * half + i), 2 * quarter), two);
-          codes[i] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
-        }
-        for (int part = 0; part < 2; ++part) {
-          const int group = 8 * half + 2 * quarter + part;
-          const __m512i sc_word = g.Vector(b, kScales + group / 4);  // int8 scales of groups 4i..4i+3
-          const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(sc_word, 24 - 8 * (group % 4)), 24);
-          Step<R, 4, true, false>(codes + 4 * part, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)), _mm512_setzero_ps(),
-                                  xq, m, 256 * b + 16 * group, acc);
-        }
-      }
+    for (int group = 0; group < 16; ++group) {
+      if (R > 1 && group % 2 == 0) g.Prefetch(b + 1, group / 2, 8);
+      __m512i codes[4];
+      for (int i = 0; i < 4; ++i) codes[i] = g.Vector(b, 4 * group + i);
+      const auto* sc = reinterpret_cast<const __m128i*>(g.VectorPtr(b, kScales + group / 4) + 16 * (group % 4));
+      const __m512 wscale = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(sc))));
+      Step<R, 4, true, false>(codes, wscale, _mm512_setzero_ps(), xq, m, 256 * b + 16 * group, acc);
     }
   }
 };
@@ -415,8 +400,8 @@ struct Q6_KFormat {
 // whole super-block at once made them 10-25% slower). Qwen3-0.6B's LM head, 2 threads, EPYC,
 // interleaved runs: 16 rows Q8_0 14.5-15.0 -> 12.4-13.4 ms, Q4_K 13.0-21.6 -> 10.5-15.8 ms,
 // Q6_K 21.1 -> 14.6-18.0 ms; 4 rows Q6_K 13.3-13.6 -> 7.9-9.2 ms. One row is bound by memory
-// and the hardware follows its stream: asking made Q8_0 no faster and Q4_K 10-40% slower,
-// but Q6_K (the LM head of Q4_K_M files) 10.0-10.3 -> 7.9-8.0 ms, so Q6_K asks for every R.
+// and the hardware follows its stream: asking made Q8_0 no faster, Q4_K 10-40% slower and
+// Q6_K (since its codes are bytes) 6.1-6.3 -> 7.4-7.5 ms with 1 thread.
 template <class F, int R>
 HWY_NOINLINE void GroupRows(const PackedColumns& g, const QuantizedRows& xq, int64_t m, int64_t K,
                             float* y, int64_t y_stride) {

@@ -57,6 +57,20 @@ inline int Q6KCode(const uint8_t* block, int e) {
   return nibble | (((qh[l] >> (2 * quarter)) & 3) << 4);
 }
 
+// Writes the ql and qh fields of a Q6_K block from its 256 6-bit values (Q6KCode's inverse).
+inline void EncodeQ6KCodes(const uint8_t* q, uint8_t* block) {
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* qq = q + 128 * h;
+    uint8_t* ql = block + 64 * h;
+    uint8_t* qh = block + kQ6_KQh + 32 * h;
+    for (int l = 0; l < 32; ++l) {
+      ql[l] = static_cast<uint8_t>((qq[l] & 15) | (qq[l + 64] & 15) << 4);
+      ql[l + 32] = static_cast<uint8_t>((qq[l + 32] & 15) | (qq[l + 96] & 15) << 4);
+      qh[l] = static_cast<uint8_t>(qq[l] >> 4 | (qq[l + 32] >> 4) << 2 | (qq[l + 64] >> 4) << 4 | (qq[l + 96] >> 4) << 6);
+    }
+  }
+}
+
 // The 4-bit value of element j (0..31) of a Q4_0 block.
 inline int Q4_0Code(const uint8_t* block, int j) {
   const uint8_t b = block[2 + j % 16];

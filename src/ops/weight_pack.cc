@@ -1,6 +1,7 @@
 #include "ops/weight_pack.h"
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -14,11 +15,13 @@ namespace {
 
 using namespace quant;
 
-// A block format as fields of its row-layout block: runs of dwords, which become one vector
-// (a dword per lane) each, or one f16, which goes to the group's f16 region.
+// A packed block's fields: runs of dwords, which become one vector (a dword per lane) each; runs
+// of bytes, 4 of a lane's per vector too, but byte k of lane c at 16 (k % 4) + c of vector
+// k / 4; or one f16, which goes to the block's f16 slots.
+enum class FieldKind : uint8_t { kDwords, kBytes, kF16 };
 struct Field {
   int offset, bytes;
-  bool f16;
+  FieldKind kind;
   bool flip;  // Q8_0 codes: stored + 128
 };
 
@@ -27,25 +30,43 @@ struct FormatFields {
   int count;
 };
 
+// The fields of the block the packer places: the file's block, except Q6_K's wide block.
 FormatFields Fields(DType t) {
+  using enum FieldKind;
   switch (t) {
-    case DType::kQ8_0: return {{{0, 2, true, false}, {2, 32, false, true}}, 2};
-    case DType::kQ4_0: return {{{0, 2, true, false}, {2, 16, false, false}}, 2};
-    case DType::kQ4_K: return {{{0, 4, false, false}, {4, 12, false, false}, {16, 128, false, false}}, 3};
-    case DType::kQ6_K:
-      return {{{0, 128, false, false}, {128, 64, false, false}, {192, 16, false, false}, {208, 2, true, false}}, 4};
+    case DType::kQ8_0: return {{{0, 2, kF16, false}, {2, 32, kDwords, true}}, 2};
+    case DType::kQ4_0: return {{{0, 2, kF16, false}, {2, 16, kDwords, false}}, 2};
+    case DType::kQ4_K: return {{{0, 4, kDwords, false}, {4, 12, kDwords, false}, {16, 128, kDwords, false}}, 3};
+    case DType::kQ6_K: return {{{0, 256, kDwords, false}, {256, 16, kBytes, false}, {272, 2, kF16, false}}, 3};
     default: Fail("PackWeight: ", DTypeName(t), " has no packed layout");
   }
 }
 
-// Where each byte of one row-layout block of each lane goes in a packed group (see
+// Q6_K's wide block: its 256 6-bit codes one per byte, then its 16 int8 scales and f16 d.
+constexpr int kQ6_KWideBytes = 274;
+
+int PlacedBlockBytes(DType t) { return t == DType::kQ6_K ? kQ6_KWideBytes : static_cast<int>(BlockBytes(t)); }
+
+void WidenQ6_K(const uint8_t* block, uint8_t* wide) {
+  for (int e = 0; e < 256; ++e) wide[e] = static_cast<uint8_t>(Q6KCode(block, e));
+  std::memcpy(wide + 256, block + kQ6_KScales, 16);
+  std::memcpy(wide + 272, block + kQ6_KD, 2);
+}
+
+void NarrowQ6_K(const uint8_t* wide, uint8_t* block) {
+  EncodeQ6KCodes(wide, block);
+  std::memcpy(block + kQ6_KScales, wide + 256, 16);
+  std::memcpy(block + kQ6_KD, wide + 272, 2);
+}
+
+// Where each byte of one placed block (Fields) of each lane goes in a packed group (see
 // weight_pack.h): blocks come in pairs, [vectors of 2b][vectors of 2b + 1][f16 of both].
 class PlacementTable {
  public:
-  PlacementTable(DType t, int64_t blocks) : block_bytes_(static_cast<int>(BlockBytes(t))), blocks_(blocks) {
+  PlacementTable(DType t, int64_t blocks) : block_bytes_(PlacedBlockBytes(t)), blocks_(blocks) {
     const FormatFields f = Fields(t);
-    int vectors = 0;  // per block: one per dword of the dword fields
-    for (int i = 0; i < f.count; ++i) vectors += f.fields[i].f16 ? 0 : f.fields[i].bytes / 4;
+    int vectors = 0;  // per block: one per 4 bytes of the dword and byte fields
+    for (int i = 0; i < f.count; ++i) vectors += VectorsOf(f.fields[i]);
     vector_bytes_ = 64 * int64_t{vectors};
     f16_bytes_ = PackedF16Bytes(t);
     offsets_.resize(kPackRows * block_bytes_);
@@ -57,11 +78,15 @@ class PlacementTable {
         const Field& field = f.fields[i];
         for (int k = 0; k < field.bytes; ++k) {
           const int at = c * block_bytes_ + field.offset + k;
-          offsets_[at] = field.f16 ? 2 * c + k : 64 * (vector + k / 4) + 4 * c + k % 4;
-          f16_[at] = field.f16;
+          switch (field.kind) {
+            case FieldKind::kDwords: offsets_[at] = 64 * (vector + k / 4) + 4 * c + k % 4; break;
+            case FieldKind::kBytes: offsets_[at] = 64 * (vector + k / 4) + 16 * (k % 4) + c; break;
+            case FieldKind::kF16: offsets_[at] = 2 * c + k; break;
+          }
+          f16_[at] = field.kind == FieldKind::kF16;
           flips_[at] = field.flip ? 0x80 : 0;
         }
-        if (!field.f16) vector += field.bytes / 4;
+        vector += VectorsOf(field);
       }
     }
   }
@@ -75,6 +100,7 @@ class PlacementTable {
   uint8_t Flip(int c, int i) const { return flips_[c * block_bytes_ + i]; }
 
  private:
+  static int VectorsOf(const Field& f) { return f.kind == FieldKind::kF16 ? 0 : f.bytes / 4; }
   int block_bytes_;
   int64_t blocks_;
   int64_t vector_bytes_, f16_bytes_;  // per block
@@ -97,13 +123,15 @@ bool HasPackedLayout(DType t) { return IsBlockQuantized(t); }
 int64_t PackedF16Bytes(DType t) {
   const FormatFields f = Fields(t);
   for (int i = 0; i < f.count; ++i)
-    if (f.fields[i].f16) return kPackRows * 2;
+    if (f.fields[i].kind == FieldKind::kF16) return kPackRows * 2;
   return 0;
 }
 
+int64_t PackedRowBytes(DType t, int64_t cols) { return cols / BlockElems(t) * PlacedBlockBytes(t); }
+
 size_t PackedBytes(DType t, int64_t rows, int64_t cols) {
   const int64_t groups = (rows + kPackRows - 1) / kPackRows;
-  return static_cast<size_t>(groups * kPackRows) * RowBytes(t, cols);
+  return static_cast<size_t>(groups * kPackRows * PackedRowBytes(t, cols));
 }
 
 WeightRef PackWeight(const WeightRef& w, uint8_t* out, ThreadPool& pool) {
@@ -112,16 +140,18 @@ WeightRef PackWeight(const WeightRef& w, uint8_t* out, ThreadPool& pool) {
   const int64_t blocks = w.cols / BlockElems(w.dtype);
   const PlacementTable table(w.dtype, blocks);
   const int64_t groups = (w.rows + kPackRows - 1) / kPackRows;
-  const size_t group_bytes = kPackRows * w.row_bytes;
+  const size_t group_bytes = kPackRows * PackedRowBytes(w.dtype, w.cols);
   pool.ParallelFor(groups, [&](int64_t g) {
     uint8_t* dst = out + g * group_bytes;
     // Rows past the matrix are packed as all-zero blocks: zero scales, so zero outputs.
-    static constexpr uint8_t kZeroBlock[kQ6_KBytes] = {};  // the largest block
+    static constexpr uint8_t kZeroBlock[kQ6_KWideBytes] = {};  // the largest placed block
+    uint8_t wide[kQ6_KWideBytes];
     const int64_t count = std::min<int64_t>(kPackRows, w.rows - g * kPackRows);
     for (int c = 0; c < kPackRows; ++c) {
       const uint8_t* row = c < count ? w.Row(g * kPackRows + c) : nullptr;
       for (int64_t b = 0; b < blocks; ++b) {
-        const uint8_t* blk = row ? row + b * table.block_bytes() : kZeroBlock;
+        const uint8_t* blk = row ? row + b * BlockBytes(w.dtype) : kZeroBlock;
+        if (row && w.dtype == DType::kQ6_K) blk = (WidenQ6_K(blk, wide), wide);
         for (int i = 0; i < table.block_bytes(); ++i) dst[table.Offset(c, i, b)] = blk[i] ^ table.Flip(c, i);
       }
     }
@@ -147,9 +177,12 @@ void UnpackRow(const WeightRef& w, int64_t row, uint8_t* out) {
   }
   const uint8_t* src = PackedGroup(w, row / kPackRows);
   const int c = static_cast<int>(row % kPackRows);
+  uint8_t wide[kQ6_KWideBytes];
   for (int64_t b = 0; b < blocks; ++b) {
-    uint8_t* blk = out + b * table->block_bytes();
-    for (int i = 0; i < table->block_bytes(); ++i) blk[i] = src[table->Offset(c, i, b)] ^ table->Flip(c, i);
+    uint8_t* blk = out + b * BlockBytes(w.dtype);
+    uint8_t* placed = w.dtype == DType::kQ6_K ? wide : blk;
+    for (int i = 0; i < table->block_bytes(); ++i) placed[i] = src[table->Offset(c, i, b)] ^ table->Flip(c, i);
+    if (w.dtype == DType::kQ6_K) NarrowQ6_K(wide, blk);
   }
 }
 
