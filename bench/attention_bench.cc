@@ -31,11 +31,18 @@ void BM_Attention(benchmark::State& state) {
     k[i] = static_cast<float>((i * 40503u) % 1000) / 1000.0f - 0.5f;
     v[i] = static_cast<float>((i * 69069u) % 1000) / 1000.0f - 0.5f;
   }
-  std::vector<uint8_t> k_store(k.size() * elem), v_store(v.size() * elem);
-  ops::StoreKv(k.data(), static_cast<int64_t>(k.size()), type, k_store.data());
-  ops::StoreKv(v.data(), static_cast<int64_t>(v.size()), type, v_store.data());
-  // Head-major, as the target's cache lays it out (the values are synthetic either way).
-  const ops::KvView kv{k_store.data(), v_store.data(), 128, type, keys * 128};
+  // Head-major with tiled keys, as the target's cache lays it out (the values are synthetic
+  // either way): head h's positions from element h * positions * 128.
+  const int64_t positions = (keys + ops::kKvTile - 1) / ops::kKvTile * ops::kKvTile;
+  std::vector<uint8_t> k_store(8 * positions * 128 * elem), v_store(8 * positions * 128 * elem);
+  for (int64_t h = 0; h < 8; ++h) {
+    for (int64_t p = 0; p < keys; ++p) {
+      const float* x = k.data() + (h * keys + p) * 128;
+      ops::StoreKeyTiled(x, 128, type, p, k_store.data() + h * positions * 128 * elem);
+      ops::StoreKv(v.data() + (h * keys + p) * 128, 128, type, v_store.data() + (h * positions + p) * 128 * elem);
+    }
+  }
+  const ops::KvView kv{k_store.data(), v_store.data(), 128, type, positions * 128, /*keys_tiled=*/true};
   std::vector<int32_t> begin(M, 0), end(M);
   for (int64_t m = 0; m < M; ++m) end[m] = static_cast<int32_t>(ctx + m + 1);  // causal
   for (auto _ : state) {

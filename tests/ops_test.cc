@@ -288,6 +288,34 @@ TEST(Attention, MatchesReferenceAndIsBatchInvariant) {
         std::vector<float> out_hm(M * q_dim);
         ops::Attention(q.data(), M, q_dim, shape, head_major, kb.data(), ke.data(), out_hm.data(), q_dim, pool);
         ASSERT_EQ(0, std::memcmp(out_hm.data(), out.data(), out.size() * sizeof(float))) << "head-major layout";
+        // And with tiled keys, as the target's cache holds them: positions padded to whole
+        // tiles, one row and blocks of rows reading them in place or widened.
+        const int64_t positions = (T + ops::kKvTile - 1) / ops::kKvTile * ops::kKvTile;
+        const size_t elem = type == DType::kF32 ? 4 : 2;
+        std::vector<uint8_t> kt(shape.n_kv_heads * positions * shape.head_dim * elem, 0xFF),
+            vt(kt.size());
+        for (int h = 0; h < shape.n_kv_heads; ++h) {
+          for (int t = 0; t < T; ++t) {
+            const int64_t at = (h * positions + t) * shape.head_dim;
+            ops::StoreKeyTiled(kh.data() + (h * T + t) * shape.head_dim, shape.head_dim, type, t,
+                               kt.data() + h * positions * shape.head_dim * elem);
+            ops::StoreKv(vh.data() + (h * T + t) * shape.head_dim, shape.head_dim, type, vt.data() + at * elem);
+          }
+        }
+        const ops::KvView tiled{kt.data(), vt.data(), shape.head_dim, type, positions * shape.head_dim,
+                                /*keys_tiled=*/true};
+        std::vector<float> out_tiled(M * q_dim);
+        ops::Attention(q.data(), M, q_dim, shape, tiled, kb.data(), ke.data(), out_tiled.data(), q_dim, pool);
+        ASSERT_EQ(0, std::memcmp(out_tiled.data(), out.data(), out.size() * sizeof(float))) << "tiled keys";
+        for (int m = 0; m < M; ++m) {
+          ops::Attention(q.data() + m * q_dim, 1, q_dim, shape, tiled, &kb[m], &ke[m], out_tiled.data(), q_dim, pool);
+          ASSERT_EQ(0, std::memcmp(out_tiled.data(), out.data() + m * q_dim, q_dim * sizeof(float)))
+              << "tiled keys, row " << m << " alone";
+        }
+        const ops::KvView misaligned{kt.data(), vt.data(), shape.head_dim, type, T * shape.head_dim, true};
+        EXPECT_THROW(ops::Attention(q.data(), M, q_dim, shape, misaligned, kb.data(), ke.data(), out_tiled.data(),
+                                    q_dim, pool),
+                     Error);
       }
       std::vector<float> alone(M * q_dim);
       for (int m = 0; m < M; ++m) {

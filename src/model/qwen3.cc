@@ -52,9 +52,12 @@ Qwen3Model::Qwen3Model(const TargetConfig& config, const TensorStore& store,
   key_end_.resize(R);
 }
 
-size_t Qwen3Model::KvLayerBytes() const {
-  return RowBytes(options_.kv_type, static_cast<int64_t>(options_.kv_capacity) * kv_dim_);
+// Positions a head's slice of the cache holds: the capacity in whole key tiles.
+int64_t Qwen3Model::KvHeadPositions() const {
+  return (static_cast<int64_t>(options_.kv_capacity) + ops::kKvTile - 1) / ops::kKvTile * ops::kKvTile;
 }
+
+size_t Qwen3Model::KvLayerBytes() const { return RowBytes(options_.kv_type, KvHeadPositions() * kv_dim_); }
 
 KvCache Qwen3Model::NewCache() const {
   const size_t n = static_cast<size_t>(cfg_.num_layers) * KvLayerBytes();
@@ -80,13 +83,17 @@ void Qwen3Model::Truncate(int length) {
   kv_->length = length;
 }
 
-void Qwen3Model::StorePositions(const float* rows, int n, int pos0, uint8_t* layer_cache) const {
+void Qwen3Model::StorePositions(const float* rows, int n, int pos0, bool keys, uint8_t* layer_cache) const {
   const int hd = cfg_.head_dim;
   for (int h = 0; h < cfg_.num_kv_heads; ++h) {
-    uint8_t* head = layer_cache + RowBytes(options_.kv_type, (static_cast<int64_t>(h) * options_.kv_capacity + pos0) * hd);
+    uint8_t* head = layer_cache + RowBytes(options_.kv_type, h * KvHeadPositions() * hd);
     for (int r = 0; r < n; ++r) {
-      ops::StoreKv(rows + static_cast<size_t>(r) * kv_dim_ + static_cast<size_t>(h) * hd, hd, options_.kv_type,
-                   head + RowBytes(options_.kv_type, static_cast<int64_t>(r) * hd));
+      const float* x = rows + static_cast<size_t>(r) * kv_dim_ + static_cast<size_t>(h) * hd;
+      if (keys) {
+        ops::StoreKeyTiled(x, hd, options_.kv_type, pos0 + r, head);
+      } else {
+        ops::StoreKv(x, hd, options_.kv_type, head + RowBytes(options_.kv_type, static_cast<int64_t>(pos0 + r) * hd));
+      }
     }
   }
 }
@@ -102,15 +109,15 @@ void Qwen3Model::FillSyntheticKv(int length) {
   std::vector<float> rows(static_cast<size_t>(kChunk) * kv_dim_);
   uint32_t state = 0x9e3779b9u;
   for (int layer = 0; layer < cfg_.num_layers; ++layer) {
-    for (uint8_t* base : {kv_->k.data(), kv_->v.data()}) {
-      uint8_t* cache = base + static_cast<size_t>(layer) * KvLayerBytes();
+    for (const bool keys : {true, false}) {
+      uint8_t* cache = (keys ? kv_->k.data() : kv_->v.data()) + static_cast<size_t>(layer) * KvLayerBytes();
       for (int p0 = 0; p0 < length; p0 += kChunk) {
         const int n = std::min(kChunk, length - p0);
         for (size_t i = 0; i < static_cast<size_t>(n) * kv_dim_; ++i) {
           state = state * 1664525u + 1013904223u;
           rows[i] = static_cast<float>(state >> 8) * (2.0f / 16777216.0f) - 1.0f;
         }
-        StorePositions(rows.data(), n, p0, cache);
+        StorePositions(rows.data(), n, p0, keys, cache);
       }
     }
   }
@@ -139,13 +146,13 @@ void Qwen3Model::Attention(int layer, int n) {
     key_begin_[r] = window > 0 ? std::max(0, pos - window + 1) : 0;
     key_end_[r] = pos + 1;
   }
-  StorePositions(k_rows, n, pos0, k_layer);
-  StorePositions(v_rows, n, pos0, v_layer);
+  StorePositions(k_rows, n, pos0, /*keys=*/true, k_layer);
+  StorePositions(v_rows, n, pos0, /*keys=*/false, v_layer);
   ops::AttentionShape shape{cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim,
                             1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
-  ops::Attention(q_.data(), n, q_dim_, shape, ops::KvView{k_layer, v_layer, cfg_.head_dim, options_.kv_type,
-                                          static_cast<int64_t>(options_.kv_capacity) * cfg_.head_dim},
-                 key_begin_.data(), key_end_.data(), attn_.data(), q_dim_, pool_);
+  const ops::KvView kv{k_layer, v_layer, cfg_.head_dim, options_.kv_type, KvHeadPositions() * cfg_.head_dim,
+                       /*keys_tiled=*/true};
+  ops::Attention(q_.data(), n, q_dim_, shape, kv, key_begin_.data(), key_end_.data(), attn_.data(), q_dim_, pool_);
   ops::MatMul(attn_.data(), n, w.o_proj, BiasOrNull(w.o_bias), xn_.data(), pool_);
 }
 

@@ -25,9 +25,10 @@ struct TargetOptions {
   bool own_cache = true;
 };
 
-// One sequence's keys and values: [layer][kv head][position][head_dim] elements of `type`
-// each (raw bytes), and how many positions are filled. Head-major, so that attention, which
-// works one KV head at a time, streams each head's positions from contiguous memory.
+// One sequence's keys and values, `type` elements (raw bytes), and how many positions are
+// filled. Head-major, [layer][kv head][positions], so that attention, which works one KV head
+// at a time, streams each head's positions from contiguous memory: values [position][head_dim],
+// keys in tiles of ops::kKvTile positions, dim-major inside a tile (ops::KvView::keys_tiled).
 struct KvCache {
   DType type = DType::kF32;
   ByteBuffer k, v;
@@ -63,10 +64,11 @@ class Qwen3Model final : public TargetModel {
 
  private:
   void Attention(int layer, int n);
-  size_t KvLayerBytes() const;  // one layer's keys (or values) for kv_capacity positions
+  int64_t KvHeadPositions() const;  // positions per head in the cache: kv_capacity in whole key tiles
+  size_t KvLayerBytes() const;       // one layer's keys (or values)
   // Stores n rows of kv_dim f32 values ([n][kv_dim], heads side by side) as positions
-  // [pos0, pos0 + n) of one layer's keys or values.
-  void StorePositions(const float* rows, int n, int pos0, uint8_t* layer_cache) const;
+  // [pos0, pos0 + n) of one layer's keys (tiled) or values.
+  void StorePositions(const float* rows, int n, int pos0, bool keys, uint8_t* layer_cache) const;
   // Copies n rows of `layer`'s output into every feature slot that captures it.
   void Capture(int layer, const float* rows, int n);
 

@@ -1,26 +1,25 @@
 // Scaled dot-product attention with per-row key ranges and an online softmax, over an f32,
 // f16 or bf16 KV cache.
 //
-// One task = one KV head x a block of query rows. Keys are walked in tiles of kKeyTile
-// positions aligned to absolute multiples of kKeyTile. For several rows, a tile's keys and
-// values are widened to f32 once per task, into a scratch tile that stays in L1, and every
-// query row and every query head of the GQA group that reads this KV head is updated from it: a
-// 16-row verify streams the KV cache once, not 16 times. One row reads the tile in place,
-// widening in registers. Either way each value reaches the arithmetic as the same f32. Where
-// the group is even its query heads go two at a time, so each widened key or value vector
-// feeds two heads' FMAs: one row over an f16 cache, 1 thread, Qwen3-0.6B heads, 512 keys
-// 101-109 -> 69-72 us (bench/attention_bench.cc), the widening being as costly as the FMA.
-//
-// Scores are computed N keys at a time (N = vector lanes, or half of it for a pair of heads):
-// per-key accumulators take the lane-wise products over head_dim, then a fixed tree of
-// even/odd lane pair adds folds them into one vector of dot products. That costs about three
-// shuffles and adds per key instead of a horizontal sum per key, so a verify block is bound by
-// the FMAs, not by reductions.
+// One task = one KV head x a block of query rows. Keys are walked in tiles of kKvTile
+// positions aligned to absolute multiples of kKvTile. A tile's keys are read dim-major (element
+// i of its 32 keys side by side), so a score vector holds the dot products of kLanes keys and
+// every step is one FMA per key vector and query head, with no horizontal reduction: a target's
+// cache stores keys that way (KvView::keys_tiled); keys stored as rows are transposed into a
+// scratch tile first. Before, keys were rows and each score a fold of per-key partial sums:
+// Qwen3-0.6B decode with Q4_K weights (`dflash bench --roofline`, EPYC, 2 threads) took 38-46
+// ms per token at 4k context and 117-157 at 16k, now 26-30 and 78. For several rows, a tile's keys and values are widened to f32 once per
+// task, into scratch tiles that stay in L1, and every query row and every query head of the
+// GQA group that reads this KV head is updated from them: a 16-row verify streams the KV cache
+// once, not 16 times. One row reads a tiled key cache in place, widening in registers. Either
+// way each value reaches the arithmetic as the same f32. Where the group is even its query
+// heads go two at a time, so each widened key or value vector feeds two heads' FMAs.
 //
 // Batch invariance: a (row, head) pair's result depends only on its query, its key range and
-// the fixed tile grid, never on the other rows in the call. Each score is one fixed reduction
-// order over head_dim; the softmax state (running max, running sum, output accumulator) is
-// updated tile by tile in ascending key order.
+// the fixed tile grid, never on the other rows in the call or the cache's layout. Each score is
+// one fixed reduction order over head_dim (kChains interleaved partial sums, then added); the
+// softmax state (running max, running sum, output accumulator) is updated tile by tile in
+// ascending key order.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/attention.cc"
@@ -41,7 +40,7 @@
 #include "core/error.h"
 #include "ops/ops.h"
 namespace dflash::ops {
-constexpr int kKeyTile = 32;
+constexpr int kKeyTile = kKvTile;
 constexpr int64_t kQueryRowsPerTask = 16;
 
 inline void CheckKvType(DType type, const char* what) {
@@ -102,61 +101,64 @@ void WidenRows(const T* src, int64_t stride, int rows, int hd, int hd_pad, float
   }
 }
 
-// s[h][j] = dot(q[h], kt + j * ks) over dim floats (a multiple of kLanes) for H query heads
-// that read the same keys, for the key blocks [j_begin, j_end) of a tile (multiples of kLanes).
-// Keys go kLanes / H at a time, so every widened key vector serves all H heads from one load
-// (for a 16-bit cache the widening costs as much as the FMA) while the accumulators still fit
-// in registers. Each (head, key) has its own accumulator of kLanes lane-wise partial sums over
-// head_dim, folded by the same balanced tree of adjacent-lane adds for every H and block, so a
-// score never depends on H, the block bounds or the other keys computed with it.
-template <int H, class T>
-HWY_INLINE void TileScores(const float* const (&q)[H], const T* kt, int64_t ks, int dim, int j_begin, int j_end,
-                           float* const (&s)[H]) {
-  static_assert(H == 1 || H == 2, "heads are scored one or two at a time");
-  constexpr int kKeys = kLanes / H > 0 ? kLanes / H : 1;
+// A dim-major f32 key tile (element i of key j at dst[i * kKeyTile + j]) from `rows` keys
+// stored as rows (src, `stride` elements apart); the keys past `rows` are zeros.
+template <class T>
+void TransposeKeys(const T* src, int64_t stride, int rows, int hd, float* dst) {
+  for (int i = 0; i < hd; ++i) {
+    float* o = dst + static_cast<int64_t>(i) * kKeyTile;
+    int j = 0;
+    for (; j < rows; ++j) o[j] = ScalarF32(src + j * stride + i);
+    for (; j < kKeyTile; ++j) o[j] = 0.0f;
+  }
+}
+
+// A tiled cache's key tile (hd * kKeyTile elements, dim-major already) widened to f32.
+template <class T>
+void WidenTile(const T* src, int hd, float* dst) {
   const DF d;
-  for (int j0 = j_begin; j0 < j_end; j0 += kKeys) {
-    VF acc[H][kKeys];
-    const T* k0 = kt + j0 * ks;
-    VF qv[H];
-    for (int h = 0; h < H; ++h) qv[h] = hn::LoadU(d, q[h]);
-#pragma GCC unroll 16
-    for (int j = 0; j < kKeys; ++j) {
-      const VF kv = LoadF32(k0 + j * ks);
-      for (int h = 0; h < H; ++h) acc[h][j] = hn::Mul(qv[h], kv);
-    }
-    for (int i = kLanes; i < dim; i += kLanes) {
-      for (int h = 0; h < H; ++h) qv[h] = hn::LoadU(d, q[h] + i);
-#pragma GCC unroll 16
-      for (int j = 0; j < kKeys; ++j) {
-        const VF kv = LoadF32(k0 + j * ks + i);
-        for (int h = 0; h < H; ++h) acc[h][j] = hn::MulAdd(qv[h], kv, acc[h][j]);
-      }
-    }
+  for (int64_t i = 0; i < static_cast<int64_t>(hd) * kKeyTile; i += kLanes) hn::StoreU(LoadF32(src + i), d, dst + i);
+}
+
+// Partial sums per key vector over head_dim: fixed per target (never by how many heads or rows
+// are computed together), enough independent FMA chains to hide the FMA latency.
+constexpr int kChains = kLanes >= 16 ? 2 : 1;
+constexpr int kKeyVectors = kKeyTile / kLanes;
+
+// s[h][j] = dot(q[h], key j) over dim floats for the kKeyTile keys of a dim-major tile kt, for
+// H query heads that read the same keys: each widened key vector serves all H heads. Key j's
+// dot product is chain c's sum over the dims i = c (mod kChains) in ascending order, the chains
+// then added in order: one order for every H, row block and cache layout.
+template <int H, class T>
+HWY_INLINE void TileScores(const float* const (&q)[H], const T* kt, int dim, float* const (&s)[H]) {
+  static_assert(H == 1 || H == 2, "heads are scored one or two at a time");
+  const DF d;
+  VF acc[H][kKeyVectors][kChains];
+  for (int h = 0; h < H; ++h)
+    for (int v = 0; v < kKeyVectors; ++v)
+      for (int c = 0; c < kChains; ++c) acc[h][v][c] = hn::Zero(d);
+  const auto step = [&](int i, int c) HWY_ATTR {
+    VF kv[kKeyVectors];
+#pragma GCC unroll 32
+    for (int v = 0; v < kKeyVectors; ++v) kv[v] = LoadF32(kt + static_cast<int64_t>(i) * kKeyTile + v * kLanes);
 #pragma GCC unroll 2
     for (int h = 0; h < H; ++h) {
-      // Fold: every step pairs each key's partial sums with their neighbours, halving its
-      // lanes; a step that leaves n vectors makes acc[j] hold keys j*kKeys/n .. (j+1)*kKeys/n - 1.
-      // Once one vector is left it folds with itself until each key has one lane: key j0 + j
-      // in lane j.
-#if HWY_TARGET != HWY_SCALAR  // one lane: acc already is the dot product
-#pragma GCC unroll 16
-      for (int n = kKeys; n > 1; n /= 2) {
-#pragma GCC unroll 16
-        for (int j = 0; j < n / 2; ++j) {
-          acc[h][j] = hn::Add(hn::ConcatEven(d, acc[h][2 * j + 1], acc[h][2 * j]),
-                              hn::ConcatOdd(d, acc[h][2 * j + 1], acc[h][2 * j]));
-        }
-      }
-      for (int lanes = kLanes / kKeys; lanes > 1; lanes /= 2)
-        acc[h][0] = hn::Add(hn::ConcatEven(d, acc[h][0], acc[h][0]), hn::ConcatOdd(d, acc[h][0], acc[h][0]));
-#endif
-      if constexpr (kKeys == kLanes) {
-        hn::StoreU(acc[h][0], d, s[h] + j0);
-      } else {
-        const hn::Half<DF> dh;
-        hn::StoreU(hn::LowerHalf(dh, acc[h][0]), dh, s[h] + j0);
-      }
+      const VF qv = hn::Set(d, q[h][i]);
+#pragma GCC unroll 32
+      for (int v = 0; v < kKeyVectors; ++v) acc[h][v][c] = hn::MulAdd(qv, kv[v], acc[h][v][c]);
+    }
+  };
+  int i = 0;
+  for (; i + kChains <= dim; i += kChains) {
+#pragma GCC unroll 2
+    for (int c = 0; c < kChains; ++c) step(i + c, c);
+  }
+  for (int c = 0; i < dim; ++i, ++c) step(i, c);
+  for (int h = 0; h < H; ++h) {
+    for (int v = 0; v < kKeyVectors; ++v) {
+      VF sum = acc[h][v][0];
+      for (int c = 1; c < kChains; ++c) sum = hn::Add(sum, acc[h][v][c]);
+      hn::StoreU(sum, d, s[h] + v * kLanes);
     }
   }
 }
@@ -292,8 +294,8 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
       const int rows = static_cast<int>(std::min<int64_t>(kKeyTile, hi - t0));
       // The query heads of a group are updated H at a time (two where the group is even):
       // they read the same keys and values, so each widened K/V vector serves H heads.
-      const auto update_heads = [&]<int H>(const auto* kt, const auto* vt, int64_t tile_stride, int64_t m,
-                                           int jb, int je, int g0) {
+      const auto update_heads = [&]<int H>(const auto* kt, const auto* vt, int64_t v_stride, int64_t m, int jb,
+                                           int je, int g0) {
         alignas(64) float s[H][kKeyTile];
         const float* qh[H];
         float* sh[H];
@@ -305,7 +307,7 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
           sh[h] = s[h];
           acch[h] = acc + pair * hd_pad;
         }
-        TileScores<H>(qh, kt, tile_stride, hd_pad, jb / kLanes * kLanes, (je + kLanes - 1) / kLanes * kLanes, sh);
+        TileScores<H>(qh, kt, hd, sh);
         for (int h = 0; h < H; ++h) {
           const float tile_max = ScaleAndMask(s[h], shape.scale, jb, je);
           RowState& st = state[(m - m0) * group + g0 + h];
@@ -317,40 +319,50 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
         }
         const float* ph[H];
         for (int h = 0; h < H; ++h) ph[h] = s[h];
-        AccumulateTile<H>(acch, rescale, ph, vt, tile_stride, jb, je, hd_pad);
+        AccumulateTile<H>(acch, rescale, ph, vt, v_stride, jb, je, hd_pad);
       };
-      const auto update = [&](const auto* kt, const auto* vt, int64_t tile_stride) {
+      const auto update = [&](const auto* kt, const auto* vt, int64_t v_stride) {
         for (int64_t m = m0; m < m1; ++m) {
           const int jb = static_cast<int>(std::max<int64_t>(key_begin[m], t0) - t0);
           const int je = static_cast<int>(std::min<int64_t>(key_end[m], t0 + kKeyTile) - t0);
           if (jb >= je) continue;
           if (group % 2 == 0) {
-            for (int g = 0; g < group; g += 2) update_heads.template operator()<2>(kt, vt, tile_stride, m, jb, je, g);
+            for (int g = 0; g < group; g += 2) update_heads.template operator()<2>(kt, vt, v_stride, m, jb, je, g);
           } else {
-            for (int g = 0; g < group; ++g) update_heads.template operator()<1>(kt, vt, tile_stride, m, jb, je, g);
+            for (int g = 0; g < group; ++g) update_heads.template operator()<1>(kt, vt, v_stride, m, jb, je, g);
           }
         }
       };
-      // A whole tile without padding is read in place when one row reads it, widened in
-      // registers (the same values, no copy). For several rows it is widened once into the
-      // scratch tiles: that halves what the rows re-read for a 16-bit cache, and in a cache
-      // whose positions are n_kv_heads * head_dim elements apart a tile's rows in place would
-      // all fall into the same few L1 sets and be evicted before the next row reads them.
-      const uint8_t* k_rows = k_head + t0 * kv.stride * elem;
+      // One row reads a tiled key cache in place, and a whole tile of values without padding
+      // in place too, widened in registers (the same values, no copy). For several rows the
+      // tile is widened once into the scratch tiles: that halves what the rows re-read for a
+      // 16-bit cache, and in a cache whose positions are n_kv_heads * head_dim elements apart a
+      // tile's rows in place would all fall into the same few L1 sets and be evicted before
+      // the next row reads them. Keys stored as rows are always transposed into scratch.
       const uint8_t* v_rows = v_head + t0 * kv.stride * elem;
       WithKvElement(kv.type, [&](const auto* element) {
         using T = std::remove_const_t<std::remove_pointer_t<decltype(element)>>;
-        const T* k_src = reinterpret_cast<const T*>(k_rows);
         const T* v_src = reinterpret_cast<const T*>(v_rows);
-        if (hd_pad == hd && rows == kKeyTile && m1 - m0 == 1) {
-          update(k_src, v_src, kv.stride);
-          return;
+        const bool one_row = m1 - m0 == 1;
+        const float* kt = k_tile.data();
+        const T* kt_in_place = nullptr;
+        if (kv.keys_tiled) {
+          const T* k_src = reinterpret_cast<const T*>(k_head) + t0 * hd;  // tile t0 / kKeyTile
+          if (one_row) {
+            kt_in_place = k_src;
+          } else {
+            WidenTile(k_src, hd, k_tile.data());
+          }
+        } else {
+          // Keys at and past `hi` may not exist: the tile's keys for them stay zero and unread.
+          TransposeKeys(reinterpret_cast<const T*>(k_head + t0 * kv.stride * elem), kv.stride, rows, hd, k_tile.data());
         }
-        // Keys at and past `hi` may not exist: the tile's rows for them stay zero and unread.
-        WidenRows(k_src, kv.stride, rows, hd, hd_pad, k_tile.data());
-        WidenRows(v_src, kv.stride, rows, hd, hd_pad, v_tile.data());
-        std::fill(k_tile.data() + static_cast<size_t>(rows) * hd_pad, k_tile.data() + tile_floats, 0.0f);
-        update(k_tile.data(), v_tile.data(), hd_pad);
+        const bool v_in_place = one_row && hd_pad == hd && rows == kKeyTile;
+        if (!v_in_place) WidenRows(v_src, kv.stride, rows, hd, hd_pad, v_tile.data());
+        if (kt_in_place && v_in_place) return update(kt_in_place, v_src, kv.stride);
+        if (kt_in_place) return update(kt_in_place, v_tile.data(), hd_pad);
+        if (v_in_place) return update(kt, v_src, kv.stride);
+        update(kt, v_tile.data(), hd_pad);
       });
     }
     for (int64_t m = m0; m < m1; ++m) {
@@ -397,6 +409,11 @@ void Attention(const float* q, int64_t M, int64_t q_stride, const AttentionShape
          " key/value heads");
   if (shape.head_dim < 1) Fail("Attention: head_dim ", shape.head_dim, " must be positive");
   CheckKvType(kv.type, "Attention");
+  const int64_t tile = int64_t{kKvTile} * shape.head_dim;
+  if (kv.keys_tiled && (kv.head_stride % tile != 0 || (shape.n_kv_heads > 1 && kv.head_stride == 0))) {
+    Fail("Attention: tiled keys need a head stride that is a multiple of ", kKvTile, " x ", shape.head_dim,
+         " elements, have ", kv.head_stride);
+  }
   HWY_DYNAMIC_DISPATCH(AttentionImpl)(q, M, q_stride, shape, kv, key_begin, key_end, out, out_stride, pool);
 }
 
@@ -409,6 +426,16 @@ void Attention(const float* q, int64_t M, int64_t q_stride, const AttentionShape
 void StoreKv(const float* x, int64_t n, DType type, void* out) {
   CheckKvType(type, "StoreKv");
   HWY_DYNAMIC_DISPATCH(StoreKvImpl)(x, n, type, out);
+}
+
+void StoreKeyTiled(const float* x, int head_dim, DType type, int64_t p, void* head) {
+  CheckKvType(type, "StoreKeyTiled");
+  const size_t elem = type == DType::kF32 ? 4 : 2;
+  uint8_t rounded[4 * 512];
+  if (head_dim > 512) Fail("StoreKeyTiled: head_dim ", head_dim, " is over 512");
+  StoreKv(x, head_dim, type, rounded);
+  auto* out = static_cast<uint8_t*>(head);
+  for (int i = 0; i < head_dim; ++i) std::memcpy(out + TiledKeyOffset(p, i, head_dim) * elem, rounded + i * elem, elem);
 }
 }  // namespace dflash::ops
 #endif

@@ -50,15 +50,25 @@ struct AttentionShape {
 // Keys and values as a cache stores them: head_dim elements of `type` (kF32, kF16 or kBF16)
 // per KV head and position; one head's positions `stride` elements apart, and consecutive KV
 // heads `head_stride` elements apart (0: head_dim, the heads side by side in one row per
-// position). Attention widens them to f32 exactly, so a reduced-precision cache rounds each
-// value once, when it is stored (StoreKv).
+// position). With keys_tiled, each head's keys are instead in tiles of kKvTile positions,
+// dim-major inside a tile (TiledKeyOffset; head_stride a multiple of kKvTile * head_dim): the
+// order attention's score loop reads them in, so it reads them in place. Attention widens
+// values to f32 exactly, so a reduced-precision cache rounds each value once, when it is
+// stored (StoreKv, StoreKeyTiled).
 struct KvView {
   const void* k = nullptr;
   const void* v = nullptr;
   int64_t stride = 0;
   DType type = DType::kF32;
   int64_t head_stride = 0;
+  bool keys_tiled = false;
 };
+
+// Positions per key tile, and element i of position p in one head's tiled keys.
+constexpr int kKvTile = 32;
+inline int64_t TiledKeyOffset(int64_t p, int64_t i, int64_t head_dim) {
+  return (p / kKvTile * head_dim + i) * kKvTile + p % kKvTile;
+}
 
 // Scaled dot-product attention for M query rows.
 // q:   M rows of n_heads*head_dim (row stride q_stride floats).
@@ -77,6 +87,10 @@ void Attention(const float* q, int64_t M, int64_t q_stride, const AttentionShape
 // Writes n f32 values as `type` (kF32, kF16 or kBF16, round to nearest even) to out: how a
 // KV cache stores a new position. Each element is rounded on its own, so it is batch-invariant.
 void StoreKv(const float* x, int64_t n, DType type, void* out);
+
+// Writes one position's head_dim f32 values as `type`, rounded as StoreKv rounds them, at
+// position p of one head's tiled keys (KvView::keys_tiled).
+void StoreKeyTiled(const float* x, int head_dim, DType type, int64_t p, void* head);
 
 // The name of the SIMD target chosen at run time (e.g. "AVX3_ZEN4"), for reports.
 const char* SimdTargetName();
