@@ -1,4 +1,5 @@
-// Attention over a long f32 / f16 KV cache (kv: 0 = f32, 1 = f16) at Qwen3-0.6B head shapes
+// Attention over a long KV cache (kv: 0 = f32, 1 = f16, both laid out as the target caches them;
+// 2 = f32 rows, position-major, as the DFlash draft caches its context) at Qwen3-0.6B head shapes
 // (16 query heads, 8 KV heads, head_dim 128), for 1 query row (decode) and 16 (a DFlash verify
 // block): the verify should cost far less than 16 decodes because every K/V tile is loaded
 // once for all rows.
@@ -21,7 +22,8 @@ ThreadPool& Pool() {
 
 void BM_Attention(benchmark::State& state) {
   const int64_t M = state.range(0), ctx = state.range(1);
-  const DType type = state.range(2) ? DType::kF16 : DType::kF32;
+  const int layout = static_cast<int>(state.range(2));  // 0: f32, 1: f16 as the target caches; 2: the draft's
+  const DType type = layout == 1 ? DType::kF16 : DType::kF32;
   const size_t elem = type == DType::kF32 ? 4 : 2;
   const ops::AttentionShape shape{16, 8, 128, 0.08838834764f};
   const int64_t q_dim = 16 * 128, kv_dim = 8 * 128, keys = ctx + M;
@@ -42,7 +44,9 @@ void BM_Attention(benchmark::State& state) {
       ops::StoreKv(v.data() + (h * keys + p) * 128, 128, type, v_store.data() + (h * positions + p) * 128 * elem);
     }
   }
-  const ops::KvView kv{k_store.data(), v_store.data(), 128, type, positions * 128, /*keys_tiled=*/true};
+  const ops::KvView target_kv{k_store.data(), v_store.data(), 128, type, positions * 128, /*keys_tiled=*/true};
+  // The draft's cache: f32 rows, position-major (k and v read as [keys][kv_dim]).
+  const ops::KvView kv = layout == 2 ? ops::KvView{k.data(), v.data(), kv_dim, DType::kF32} : target_kv;
   std::vector<int32_t> begin(M, 0), end(M);
   for (int64_t m = 0; m < M; ++m) end[m] = static_cast<int32_t>(ctx + m + 1);  // causal
   for (auto _ : state) {
@@ -53,7 +57,7 @@ void BM_Attention(benchmark::State& state) {
                                                  benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(ops::SimdTargetName()) + " threads=" + std::to_string(Pool().size()));
 }
-BENCHMARK(BM_Attention)->ArgsProduct({{1, 16}, {512, 4096, 16384}, {0, 1}})->ArgNames({"rows", "ctx", "kv"})
+BENCHMARK(BM_Attention)->ArgsProduct({{1, 16}, {512, 4096, 16384}, {0, 1, 2}})->ArgNames({"rows", "ctx", "kv"})
     ->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -103,13 +103,24 @@ void WidenRows(const T* src, int64_t stride, int rows, int hd, int hd_pad, float
 
 // A dim-major f32 key tile (element i of key j at dst[i * kKeyTile + j]) from `rows` keys
 // stored as rows (src, `stride` elements apart); the keys past `rows` are zeros.
+// Key by key, each read as vectors along its row: reading dim by dim instead touched all 32
+// rows per dim, which in a position-major cache lie a multiple of 4 KiB apart, in one L1 set.
 template <class T>
 void TransposeKeys(const T* src, int64_t stride, int rows, int hd, float* dst) {
-  for (int i = 0; i < hd; ++i) {
-    float* o = dst + static_cast<int64_t>(i) * kKeyTile;
-    int j = 0;
-    for (; j < rows; ++j) o[j] = ScalarF32(src + j * stride + i);
-    for (; j < kKeyTile; ++j) o[j] = 0.0f;
+  const DF d;
+  alignas(64) float row[kLanes];
+  for (int j = 0; j < kKeyTile; ++j) {
+    const T* s = src + j * stride;
+    int i = 0;
+    if (j < rows) {
+      for (; i + kLanes <= hd; i += kLanes) {
+        hn::Store(LoadF32(s + i), d, row);
+        for (int l = 0; l < kLanes; ++l) dst[static_cast<int64_t>(i + l) * kKeyTile + j] = row[l];
+      }
+      for (; i < hd; ++i) dst[static_cast<int64_t>(i) * kKeyTile + j] = ScalarF32(s + i);
+    } else {
+      for (; i < hd; ++i) dst[static_cast<int64_t>(i) * kKeyTile + j] = 0.0f;
+    }
   }
 }
 
