@@ -142,7 +142,7 @@ constexpr int kKeyVectors = kKeyTile / kLanes;
 // then added in order: one order for every H, row block and cache layout.
 template <int H, class T>
 HWY_INLINE void TileScores(const float* const (&q)[H], const T* kt, int dim, float* const (&s)[H]) {
-  static_assert(H == 1 || H == 2, "heads are scored one or two at a time");
+  static_assert(H == 1 || H == 2 || H == 4, "pairs are scored one, two or four at a time");
   const DF d;
   VF acc[H][kKeyVectors][kChains];
   for (int h = 0; h < H; ++h)
@@ -152,7 +152,7 @@ HWY_INLINE void TileScores(const float* const (&q)[H], const T* kt, int dim, flo
     VF kv[kKeyVectors];
 #pragma GCC unroll 32
     for (int v = 0; v < kKeyVectors; ++v) kv[v] = LoadF32(kt + static_cast<int64_t>(i) * kKeyTile + v * kLanes);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int h = 0; h < H; ++h) {
       const VF qv = hn::Set(d, q[h][i]);
 #pragma GCC unroll 32
@@ -257,6 +257,13 @@ struct RowState {
   float sum;
 };
 
+// A (row, head) pair of a task with keys [jb, je) in the current tile.
+struct ActivePair {
+  int pair, jb, je;
+};
+// Four pairs' accumulators and key vectors fill the 32 AVX-512 registers; half as many for 16.
+constexpr int kScorePairs = kLanes >= 16 ? 4 : 2;
+
 void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionShape& shape, const KvView& kv,
                    const int32_t* key_begin, const int32_t* key_end, float* out, int64_t out_stride,
                    ThreadPool& pool) {
@@ -274,10 +281,11 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
     // Per-thread scratch: grows to the largest task once, then never allocates again.
     thread_local std::vector<float> acc_buf, q_buf, k_tile, v_tile;
     thread_local std::vector<RowState> state_buf;
+    thread_local std::vector<ActivePair> pass_buf;
     const size_t pair_floats = static_cast<size_t>(pairs) * hd_pad, tile_floats = static_cast<size_t>(kKeyTile) * hd_pad;
     if (acc_buf.size() < pair_floats) acc_buf.resize(pair_floats), q_buf.resize(pair_floats);
     if (k_tile.size() < tile_floats) k_tile.resize(tile_floats), v_tile.resize(tile_floats);
-    if (state_buf.size() < static_cast<size_t>(pairs)) state_buf.resize(pairs);
+    if (state_buf.size() < static_cast<size_t>(pairs)) state_buf.resize(pairs), pass_buf.resize(pairs);
     float* acc = acc_buf.data();
     float* qp = q_buf.data();
     RowState* state = state_buf.data();
@@ -303,44 +311,56 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
     const auto* v_head = static_cast<const uint8_t*>(kv.v) + head_offset;
     for (int64_t t0 = (lo / kKeyTile) * kKeyTile; t0 < hi; t0 += kKeyTile) {
       const int rows = static_cast<int>(std::min<int64_t>(kKeyTile, hi - t0));
-      // The query heads of a group are updated H at a time (two where the group is even):
-      // they read the same keys and values, so each widened K/V vector serves H heads.
-      const auto update_heads = [&]<int H>(const auto* kt, const auto* vt, int64_t v_stride, int64_t m, int jb,
-                                           int je, int g0) {
-        alignas(64) float s[H][kKeyTile];
-        const float* qh[H];
-        float* sh[H];
-        float* acch[H];
-        float rescale[H];
-        for (int h = 0; h < H; ++h) {
-          const int64_t pair = (m - m0) * group + g0 + h;
-          qh[h] = qp + pair * hd_pad;
-          sh[h] = s[h];
-          acch[h] = acc + pair * hd_pad;
-        }
-        TileScores<H>(qh, kt, hd, sh);
-        for (int h = 0; h < H; ++h) {
-          const float tile_max = ScaleAndMask(s[h], shape.scale, jb, je);
-          RowState& st = state[(m - m0) * group + g0 + h];
-          const float new_max = std::max(st.max, tile_max);
-          rescale[h] = std::exp(st.max - new_max);  // 0 on the first tile
-          ExpShifted(s[h], new_max);
-          st.sum = st.sum * rescale[h] + TileSum(s[h]);
-          st.max = new_max;
-        }
-        const float* ph[H];
-        for (int h = 0; h < H; ++h) ph[h] = s[h];
-        AccumulateTile<H>(acch, rescale, ph, vt, v_stride, jb, je, hd_pad);
-      };
+      // The (row, head) pairs with keys in this tile are scored up to four at a time, so each
+      // widened key vector feeds four FMAs (two rows' head pairs in a verify block); then their
+      // softmax state, and their values two heads at a time where the group is even.
+      int active = 0;
+      for (int64_t m = m0; m < m1; ++m) {
+        const int jb = static_cast<int>(std::max<int64_t>(key_begin[m], t0) - t0);
+        const int je = static_cast<int>(std::min<int64_t>(key_end[m], t0 + kKeyTile) - t0);
+        if (jb >= je) continue;
+        for (int g = 0; g < group; ++g) pass_buf[active++] = {static_cast<int>((m - m0) * group + g), jb, je};
+      }
       const auto update = [&](const auto* kt, const auto* vt, int64_t v_stride) {
-        for (int64_t m = m0; m < m1; ++m) {
-          const int jb = static_cast<int>(std::max<int64_t>(key_begin[m], t0) - t0);
-          const int je = static_cast<int>(std::min<int64_t>(key_end[m], t0 + kKeyTile) - t0);
-          if (jb >= je) continue;
-          if (group % 2 == 0) {
-            for (int g = 0; g < group; g += 2) update_heads.template operator()<2>(kt, vt, v_stride, m, jb, je, g);
-          } else {
-            for (int g = 0; g < group; ++g) update_heads.template operator()<1>(kt, vt, v_stride, m, jb, je, g);
+        for (int p0 = 0; p0 < active; p0 += kScorePairs) {
+          const int count = std::min(kScorePairs, active - p0);
+          const ActivePair* pass = pass_buf.data() + p0;
+          alignas(64) float s[kScorePairs][kKeyTile];
+          const auto score = [&]<int H>(int first) {
+            const float* qh[H];
+            float* sh[H];
+            for (int h = 0; h < H; ++h) qh[h] = qp + pass[first + h].pair * hd_pad, sh[h] = s[first + h];
+            TileScores<H>(qh, kt, hd, sh);
+          };
+          int first = 0;
+          if (count == 4) score.template operator()<4>(0), first = 4;
+          for (; first + 2 <= count; first += 2) score.template operator()<2>(first);
+          if (first < count) score.template operator()<1>(first);
+          float rescale[kScorePairs];
+          for (int i = 0; i < count; ++i) {
+            const float tile_max = ScaleAndMask(s[i], shape.scale, pass[i].jb, pass[i].je);
+            RowState& st = state[pass[i].pair];
+            const float new_max = std::max(st.max, tile_max);
+            rescale[i] = std::exp(st.max - new_max);  // 0 on the first tile
+            ExpShifted(s[i], new_max);
+            st.sum = st.sum * rescale[i] + TileSum(s[i]);
+            st.max = new_max;
+          }
+          // Pairs 2k and 2k + 1 are one row's heads where the group is even.
+          const int step = group % 2 == 0 ? 2 : 1;
+          for (int i = 0; i < count; i += step) {
+            const auto accumulate = [&]<int H>() {
+              float* acch[H];
+              float rs[H];
+              const float* ph[H];
+              for (int h = 0; h < H; ++h) acch[h] = acc + pass[i + h].pair * hd_pad, rs[h] = rescale[i + h], ph[h] = s[i + h];
+              AccumulateTile<H>(acch, rs, ph, vt, v_stride, pass[i].jb, pass[i].je, hd_pad);
+            };
+            if (step == 2) {
+              accumulate.template operator()<2>();
+            } else {
+              accumulate.template operator()<1>();
+            }
           }
         }
       };
