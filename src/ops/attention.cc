@@ -12,8 +12,9 @@
 // task, into scratch tiles that stay in L1, and every query row and every query head of the
 // GQA group that reads this KV head is updated from them: a 16-row verify streams the KV cache
 // once, not 16 times. One row reads a tiled key cache in place, widening in registers. Either
-// way each value reaches the arithmetic as the same f32. Where the group is even its query
-// heads go two at a time, so each widened key or value vector feeds two heads' FMAs.
+// way each value reaches the arithmetic as the same f32. Scores go up to four (row, head)
+// pairs at a time and value sums two heads of a row at a time where the group is even, so
+// each widened key or value vector feeds several FMAs.
 //
 // Batch invariance: a (row, head) pair's result depends only on its query, its key range and
 // the fixed tile grid, never on the other rows in the call or the cache's layout. Each score is
@@ -137,7 +138,7 @@ constexpr int kChains = kLanes >= 16 ? 2 : 1;
 constexpr int kKeyVectors = kKeyTile / kLanes;
 
 // s[h][j] = dot(q[h], key j) over dim floats for the kKeyTile keys of a dim-major tile kt, for
-// H query heads that read the same keys: each widened key vector serves all H heads. Key j's
+// H (row, head) pairs that read the same keys: each widened key vector serves all H. Key j's
 // dot product is chain c's sum over the dims i = c (mod kChains) in ascending order, the chains
 // then added in order: one order for every H, row block and cache layout.
 template <int H, class T>
