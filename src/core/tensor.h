@@ -34,8 +34,8 @@ struct Tensor {
 };
 
 // A 2-D weight as kernels see it: `rows` output features, each `cols` inputs wide, rows
-// `row_bytes` apart (kRows; kGroups16 groups are 16 * ops::PackedRowBytes apart). Quantised dtypes keep
-// their native blocks.
+// `row_bytes` apart (kRows; kGroups16 groups are 16 * ops::PackedRowBytes apart). Quantised
+// dtypes keep their native blocks.
 struct WeightRef {
   const uint8_t* data = nullptr;
   DType dtype = DType::kF32;

@@ -8,10 +8,11 @@
 // cache stores keys that way (KvView::keys_tiled); keys stored as rows are transposed into a
 // scratch tile first. Before, keys were rows and each score a fold of per-key partial sums:
 // Qwen3-0.6B decode with Q4_K weights (`dflash bench --roofline`, EPYC, 2 threads) took 38-46
-// ms per token at 4k context and 117-157 at 16k, now 26-30 and 78. For several rows, a tile's keys and values are widened to f32 once per
-// task, into scratch tiles that stay in L1, and every query row and every query head of the
-// GQA group that reads this KV head is updated from them: a 16-row verify streams the KV cache
-// once, not 16 times. One row reads a tiled key cache in place, widening in registers. Either
+// ms per token at 4k context and 113-158 at 16k, now 24.9-26.5 and 67-69
+// (bench/results/2026-12-04-epyc-d). For several rows, a tile's keys and values are widened to
+// f32 once per task, into scratch tiles that stay in L1, and every query row and every query
+// head of the GQA group that reads this KV head is updated from them: a 16-row verify streams
+// the KV cache once, not 16 times. One row reads a tiled key cache in place, widening in registers. Either
 // way each value reaches the arithmetic as the same f32. Scores go up to four (row, head)
 // pairs at a time and value sums two heads of a row at a time where the group is even, so
 // each widened key or value vector feeds several FMAs.
@@ -41,7 +42,6 @@
 #include "core/error.h"
 #include "ops/ops.h"
 namespace dflash::ops {
-constexpr int kKeyTile = kKvTile;
 constexpr int64_t kQueryRowsPerTask = 16;
 
 inline void CheckKvType(DType type, const char* what) {
@@ -57,7 +57,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 constexpr int kLanes = static_cast<int>(hn::MaxLanes(DF()));
-static_assert(kKeyTile % kLanes == 0, "a key tile must hold whole vectors of keys");
+static_assert(kKvTile % kLanes == 0, "a key tile must hold whole vectors of keys");
 
 // Calls fn with a null pointer of the element type a KV cache of `type` stores (checked by
 // CheckKvType), so one template serves f32, f16 and bf16 caches.
@@ -102,7 +102,7 @@ void WidenRows(const T* src, int64_t stride, int rows, int hd, int hd_pad, float
   }
 }
 
-// A dim-major f32 key tile (element i of key j at dst[i * kKeyTile + j]) from `rows` keys
+// A dim-major f32 key tile (element i of key j at dst[i * kKvTile + j]) from `rows` keys
 // stored as rows (src, `stride` elements apart); the keys past `rows` are zeros.
 // Key by key, each read as vectors along its row: reading dim by dim instead touched all 32
 // rows per dim, which in a position-major cache lie a multiple of 4 KiB apart, in one L1 set.
@@ -110,34 +110,34 @@ template <class T>
 void TransposeKeys(const T* src, int64_t stride, int rows, int hd, float* dst) {
   const DF d;
   alignas(64) float row[kLanes];
-  for (int j = 0; j < kKeyTile; ++j) {
+  for (int j = 0; j < kKvTile; ++j) {
     const T* s = src + j * stride;
     int i = 0;
     if (j < rows) {
       for (; i + kLanes <= hd; i += kLanes) {
         hn::Store(LoadF32(s + i), d, row);
-        for (int l = 0; l < kLanes; ++l) dst[static_cast<int64_t>(i + l) * kKeyTile + j] = row[l];
+        for (int l = 0; l < kLanes; ++l) dst[static_cast<int64_t>(i + l) * kKvTile + j] = row[l];
       }
-      for (; i < hd; ++i) dst[static_cast<int64_t>(i) * kKeyTile + j] = ScalarF32(s + i);
+      for (; i < hd; ++i) dst[static_cast<int64_t>(i) * kKvTile + j] = ScalarF32(s + i);
     } else {
-      for (; i < hd; ++i) dst[static_cast<int64_t>(i) * kKeyTile + j] = 0.0f;
+      for (; i < hd; ++i) dst[static_cast<int64_t>(i) * kKvTile + j] = 0.0f;
     }
   }
 }
 
-// A tiled cache's key tile (hd * kKeyTile elements, dim-major already) widened to f32.
+// A tiled cache's key tile (hd * kKvTile elements, dim-major already) widened to f32.
 template <class T>
 void WidenTile(const T* src, int hd, float* dst) {
   const DF d;
-  for (int64_t i = 0; i < static_cast<int64_t>(hd) * kKeyTile; i += kLanes) hn::StoreU(LoadF32(src + i), d, dst + i);
+  for (int64_t i = 0; i < static_cast<int64_t>(hd) * kKvTile; i += kLanes) hn::StoreU(LoadF32(src + i), d, dst + i);
 }
 
 // Partial sums per key vector over head_dim: fixed per target (never by how many heads or rows
 // are computed together), enough independent FMA chains to hide the FMA latency.
 constexpr int kChains = kLanes >= 16 ? 2 : 1;
-constexpr int kKeyVectors = kKeyTile / kLanes;
+constexpr int kKeyVectors = kKvTile / kLanes;
 
-// s[h][j] = dot(q[h], key j) over dim floats for the kKeyTile keys of a dim-major tile kt, for
+// s[h][j] = dot(q[h], key j) over dim floats for the kKvTile keys of a dim-major tile kt, for
 // H (row, head) pairs that read the same keys: each widened key vector serves all H. Key j's
 // dot product is chain c's sum over the dims i = c (mod kChains) in ascending order, the chains
 // then added in order: one order for every H, row block and cache layout.
@@ -152,7 +152,7 @@ HWY_INLINE void TileScores(const float* const (&q)[H], const T* kt, int dim, flo
   const auto step = [&](int i, int c) HWY_ATTR {
     VF kv[kKeyVectors];
 #pragma GCC unroll 32
-    for (int v = 0; v < kKeyVectors; ++v) kv[v] = LoadF32(kt + static_cast<int64_t>(i) * kKeyTile + v * kLanes);
+    for (int v = 0; v < kKeyVectors; ++v) kv[v] = LoadF32(kt + static_cast<int64_t>(i) * kKvTile + v * kLanes);
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h) {
       const VF qv = hn::Set(d, q[h][i]);
@@ -221,11 +221,11 @@ HWY_INLINE void AccumulateTile(float* const (&acc)[H], const float (&rescale)[H]
   AccumulateSlices<1, H>(acc, rescale, p, v, v_stride, jb, je, i, dim);
 }
 
-// exp(s[j] - max) for the kKeyTile scores of a tile, vectorised (masked lanes are -inf -> 0).
+// exp(s[j] - max) for the kKvTile scores of a tile, vectorised (masked lanes are -inf -> 0).
 HWY_INLINE void ExpShifted(float* s, float max) {
   const DF d;
   const auto vmax = hn::Set(d, max);
-  for (int j = 0; j < kKeyTile; j += kLanes) hn::StoreU(hn::Exp(d, hn::Sub(hn::LoadU(d, s + j), vmax)), d, s + j);
+  for (int j = 0; j < kKvTile; j += kLanes) hn::StoreU(hn::Exp(d, hn::Sub(hn::LoadU(d, s + j), vmax)), d, s + j);
 }
 
 // s[j] = s[j] * scale for tile keys j in [jb, je), -inf for the others; returns the max.
@@ -235,7 +235,7 @@ HWY_INLINE float ScaleAndMask(float* s, float scale, int jb, int je) {
   const auto vneg = hn::Set(d, -std::numeric_limits<float>::infinity()), vscale = hn::Set(d, scale);
   const auto vjb = hn::Set(di, jb), vje = hn::Set(di, je);
   auto vmax = vneg;
-  for (int j = 0; j < kKeyTile; j += kLanes) {
+  for (int j = 0; j < kKvTile; j += kLanes) {
     const auto idx = hn::Iota(di, j);
     const auto in = hn::RebindMask(d, hn::And(hn::Not(hn::Lt(idx, vjb)), hn::Lt(idx, vje)));
     const auto v = hn::IfThenElse(in, hn::Mul(hn::LoadU(d, s + j), vscale), vneg);
@@ -245,11 +245,11 @@ HWY_INLINE float ScaleAndMask(float* s, float scale, int jb, int je) {
   return hn::GetLane(hn::MaxOfLanes(d, vmax));
 }
 
-// The sum of a tile's kKeyTile exp-shifted scores (masked keys are exactly 0), in one fixed order.
+// The sum of a tile's kKvTile exp-shifted scores (masked keys are exactly 0), in one fixed order.
 HWY_INLINE float TileSum(const float* s) {
   const DF d;
   auto acc = hn::LoadU(d, s);
-  for (int j = kLanes; j < kKeyTile; j += kLanes) acc = hn::Add(acc, hn::LoadU(d, s + j));
+  for (int j = kLanes; j < kKvTile; j += kLanes) acc = hn::Add(acc, hn::LoadU(d, s + j));
   return hn::GetLane(hn::SumOfLanes(d, acc));
 }
 
@@ -283,7 +283,7 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
     thread_local std::vector<float> acc_buf, q_buf, k_tile, v_tile;
     thread_local std::vector<RowState> state_buf;
     thread_local std::vector<ActivePair> pass_buf;
-    const size_t pair_floats = static_cast<size_t>(pairs) * hd_pad, tile_floats = static_cast<size_t>(kKeyTile) * hd_pad;
+    const size_t pair_floats = static_cast<size_t>(pairs) * hd_pad, tile_floats = static_cast<size_t>(kKvTile) * hd_pad;
     if (acc_buf.size() < pair_floats) acc_buf.resize(pair_floats), q_buf.resize(pair_floats);
     if (k_tile.size() < tile_floats) k_tile.resize(tile_floats), v_tile.resize(tile_floats);
     if (state_buf.size() < static_cast<size_t>(pairs)) state_buf.resize(pairs), pass_buf.resize(pairs);
@@ -295,7 +295,6 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
       for (int g = 0; g < group; ++g) {
         float* dst = qp + ((m - m0) * group + g) * hd_pad;
         std::memcpy(dst, q + m * q_stride + static_cast<int64_t>(kvh * group + g) * hd, hd * sizeof(float));
-        std::fill(dst + hd, dst + hd_pad, 0.0f);
       }
     }
     int32_t lo = std::numeric_limits<int32_t>::max(), hi = 0;
@@ -310,15 +309,15 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
     const size_t head_offset = static_cast<size_t>(kvh) * (kv.head_stride ? kv.head_stride : hd) * elem;
     const auto* k_head = static_cast<const uint8_t*>(kv.k) + head_offset;
     const auto* v_head = static_cast<const uint8_t*>(kv.v) + head_offset;
-    for (int64_t t0 = (lo / kKeyTile) * kKeyTile; t0 < hi; t0 += kKeyTile) {
-      const int rows = static_cast<int>(std::min<int64_t>(kKeyTile, hi - t0));
+    for (int64_t t0 = (lo / kKvTile) * kKvTile; t0 < hi; t0 += kKvTile) {
+      const int rows = static_cast<int>(std::min<int64_t>(kKvTile, hi - t0));
       // The (row, head) pairs with keys in this tile are scored up to four at a time, so each
       // widened key vector feeds four FMAs (two rows' head pairs in a verify block); then their
       // softmax state, and their values two heads at a time where the group is even.
       int active = 0;
       for (int64_t m = m0; m < m1; ++m) {
         const int jb = static_cast<int>(std::max<int64_t>(key_begin[m], t0) - t0);
-        const int je = static_cast<int>(std::min<int64_t>(key_end[m], t0 + kKeyTile) - t0);
+        const int je = static_cast<int>(std::min<int64_t>(key_end[m], t0 + kKvTile) - t0);
         if (jb >= je) continue;
         for (int g = 0; g < group; ++g) pass_buf[active++] = {static_cast<int>((m - m0) * group + g), jb, je};
       }
@@ -326,7 +325,7 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
         for (int p0 = 0; p0 < active; p0 += kScorePairs) {
           const int count = std::min(kScorePairs, active - p0);
           const ActivePair* pass = pass_buf.data() + p0;
-          alignas(64) float s[kScorePairs][kKeyTile];
+          alignas(64) float s[kScorePairs][kKvTile];
           const auto score = [&]<int H>(int first) {
             const float* qh[H];
             float* sh[H];
@@ -334,7 +333,9 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
             TileScores<H>(qh, kt, hd, sh);
           };
           int first = 0;
-          if (count == 4) score.template operator()<4>(0), first = 4;
+          if constexpr (kScorePairs == 4) {
+            if (count == 4) score.template operator()<4>(0), first = 4;
+          }
           for (; first + 2 <= count; first += 2) score.template operator()<2>(first);
           if (first < count) score.template operator()<1>(first);
           float rescale[kScorePairs];
@@ -379,7 +380,7 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
         const float* kt = k_tile.data();
         const T* kt_in_place = nullptr;
         if (kv.keys_tiled) {
-          const T* k_src = reinterpret_cast<const T*>(k_head) + t0 * hd;  // tile t0 / kKeyTile
+          const T* k_src = reinterpret_cast<const T*>(k_head) + t0 * hd;  // tile t0 / kKvTile
           if (one_row) {
             kt_in_place = k_src;
           } else {
@@ -389,7 +390,7 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
           // Keys at and past `hi` may not exist: the tile's keys for them stay zero and unread.
           TransposeKeys(reinterpret_cast<const T*>(k_head + t0 * kv.stride * elem), kv.stride, rows, hd, k_tile.data());
         }
-        const bool v_in_place = one_row && hd_pad == hd && rows == kKeyTile;
+        const bool v_in_place = one_row && hd_pad == hd && rows == kKvTile;
         if (!v_in_place) WidenRows(v_src, kv.stride, rows, hd, hd_pad, v_tile.data());
         if (kt_in_place && v_in_place) return update(kt_in_place, v_src, kv.stride);
         if (kt_in_place) return update(kt_in_place, v_tile.data(), hd_pad);

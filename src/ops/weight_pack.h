@@ -1,17 +1,17 @@
 // The kGroups16 layout (core/tensor.h) of block-quantised weights (Q8_0, Q4_0, Q4_K, Q6_K):
 // what the 16-column kernels in ops/matmul_quant.cc read with plain contiguous loads, so that
 // no block is transposed or gathered at run time. It is made once, at load. For Q8_0, Q4_0 and
-// Q4_K it holds exactly the row layout's bytes, rearranged; Q6_K's 6-bit codes are stored one
-// per byte (274 bytes per block instead of 210), because splicing each code from two bit fields
-// made its one-row kernel compute-bound: Qwen3-0.6B's LM head, 1 thread, took 12.4 ms, Q8_0's, with
-// 30% more bytes, 6.2. Padding the last group adds zero rows.
+// Q4_K it holds exactly the row layout's bytes, rearranged. Q6_K's 6-bit codes are stored one
+// per byte (274 bytes per block instead of 210): splicing each code from two bit fields made
+// its one-row kernel compute-bound, Qwen3-0.6B's LM head taking 12.4 ms on 1 thread against
+// 6.2 for Q8_0, which has 30% more bytes. Padding the last group adds zero rows.
 //
 // Rows 16g .. 16g + 15 form group g, 16 * PackedRowBytes(dtype, cols) bytes at data + g * that.
 // In a group, "lane c" is row 16g + c and a "vector" is 64 bytes holding one dword per lane.
 // Vector v of block b holds dword v of every lane's block b, counting only the block's dword
-// fields, in order; a byte field (Q6_K's scales) takes a vector per 4 bytes too, but byte k of
-// lane c is at 16 (k % 4) + c of its vector k / 4, so one 16-byte load gives byte k of all 16 lanes; the
-// block's f16 field (Q8_0, Q4_0: d; Q6_K: d), one per lane in lane order, is 32 bytes. Blocks
+// fields, in order; a byte field (Q6_K's scales) takes a vector per 4 bytes too, but byte k
+// of lane c is at 16 (k % 4) + c of its vector k / 4, so one 16-byte load gives byte k of all
+// 16 lanes; the block's f16 field (Q8_0, Q4_0: d; Q6_K: d), one per lane in lane order, is 32 bytes. Blocks
 // come in pairs, [V vectors of 2b][V vectors of 2b + 1][32 B f16 of 2b][32 B f16 of 2b + 1]
 // (an odd last block alone, [V vectors][32 B]), so a kernel streams one run of memory. A
 // separate f16 region at the group's end made a second stream that the one-row kernels waited
