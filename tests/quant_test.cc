@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -346,6 +347,53 @@ TEST(QuantMatMul, ThreadCountDoesNotChangeBits) {
   ops::MatMul(x.data(), 5, w, nullptr, y1.data(), one);
   ops::MatMul(x.data(), 5, w, nullptr, y3.data(), three);
   EXPECT_EQ(y1, y3);
+}
+
+// q, k, v (and gate, up) go through MatMulShared: one quantisation of x and one pool pass,
+// whose every output must be bit-identical to its own MatMul, for weights that share the code
+// offset (Q8_0 with itself; Q4_K, which has none, with Q6_K) and for those that do not.
+TEST(QuantMatMul, SharedMatchesSeparateBitForBit) {
+  const int64_t K = 512;
+  const std::vector<std::vector<DType>> groups = {{DType::kQ8_0, DType::kQ8_0, DType::kQ8_0},
+                                                  {DType::kQ4_K, DType::kQ6_K},
+                                                  {DType::kQ4_K, DType::kQ6_K, DType::kQ8_0, DType::kQ4_0}};
+  ThreadPool pool(2);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (const std::vector<DType>& group : groups) {
+    for (const int64_t M : {1, 5, 16}) {
+      std::vector<float> x(M * K);
+      for (float& v : x) v = dist(rng);
+      std::vector<std::vector<uint8_t>> bytes;
+      std::vector<std::unique_ptr<KernelWeight>> weights;
+      std::vector<std::vector<float>> bias, shared, separate;
+      for (size_t i = 0; i < group.size(); ++i) {
+        const int64_t N = 48 + 80 * static_cast<int64_t>(i);
+        bytes.push_back(RandomBlocks(group[i], N, K, static_cast<uint32_t>(17 * i + M)));
+        weights.push_back(std::make_unique<KernelWeight>(bytes.back(), group[i], N, K));
+        bias.emplace_back(N);
+        for (float& b : bias.back()) b = dist(rng);
+        shared.emplace_back(M * N, -1.0f);
+        separate.emplace_back(M * N, -2.0f);
+      }
+      std::vector<ops::MatMulOutput> outputs;
+      for (size_t i = 0; i < group.size(); ++i) {
+        const float* b = i % 2 ? bias[i].data() : nullptr;  // with and without a bias
+        outputs.push_back({&weights[i]->ref, b, shared[i].data()});
+        ops::MatMul(x.data(), M, weights[i]->ref, b, separate[i].data(), pool);
+      }
+      ops::MatMulShared(x.data(), M, outputs, pool);
+      for (size_t i = 0; i < group.size(); ++i) {
+        EXPECT_EQ(shared[i], separate[i]) << DTypeName(group[i]) << " output " << i << " of " << group.size()
+                                          << ", " << M << " rows";
+      }
+    }
+  }
+  const std::vector<uint8_t> narrow = RandomBlocks(DType::kQ8_0, 16, 256, 1), wide = RandomBlocks(DType::kQ8_0, 16, 512, 2);
+  const KernelWeight wn(narrow, DType::kQ8_0, 16, 256), ww(wide, DType::kQ8_0, 16, 512);
+  std::vector<float> x(512), y(16);
+  const ops::MatMulOutput mismatched[] = {{&ww.ref, nullptr, y.data()}, {&wn.ref, nullptr, y.data()}};
+  EXPECT_THROW(ops::MatMulShared(x.data(), 1, mismatched, pool), Error);
 }
 
 TEST(QuantMatMul, RejectsPartialBlocks) {

@@ -86,8 +86,8 @@ void DFlashDraft::AppendContext(const float* features, int n, int pos) {
     const DecoderLayerWeights& w = layers_[l];
     float* k_rows = bound_->k.data() + (static_cast<size_t>(l) * cache_rows_ + bound_->length) * kv_dim_;
     float* v_rows = bound_->v.data() + (static_cast<size_t>(l) * cache_rows_ + bound_->length) * kv_dim_;
-    ops::MatMul(ctx_.data(), n, w.k_proj, BiasOrNull(w.k_bias), k_rows, pool_);
-    ops::MatMul(ctx_.data(), n, w.v_proj, BiasOrNull(w.v_bias), v_rows, pool_);
+    const ops::MatMulOutput kv[] = {{&w.k_proj, BiasOrNull(w.k_bias), k_rows}, {&w.v_proj, BiasOrNull(w.v_bias), v_rows}};
+    ops::MatMulShared(ctx_.data(), n, kv, pool_);
     ops::RmsNorm(k_rows, static_cast<int64_t>(n) * d.num_kv_heads, d.head_dim, w.k_norm.data(), eps, k_rows);
     for (int r = 0; r < n; ++r) rope_.Apply(k_rows + static_cast<size_t>(r) * kv_dim_, d.num_kv_heads, pos + r);
   }
@@ -125,9 +125,10 @@ void DFlashDraft::LayerAttention(int layer, int B, int pos) {
   float* v_layer = bound_->v.data() + static_cast<size_t>(layer) * cache_rows_ * kv_dim_;
   float* k_rows = k_layer + static_cast<size_t>(bound_->length) * kv_dim_;
   float* v_rows = v_layer + static_cast<size_t>(bound_->length) * kv_dim_;
-  ops::MatMul(xn_.data(), B, w.q_proj, BiasOrNull(w.q_bias), q_.data(), pool_);
-  ops::MatMul(xn_.data(), B, w.k_proj, BiasOrNull(w.k_bias), k_rows, pool_);
-  ops::MatMul(xn_.data(), B, w.v_proj, BiasOrNull(w.v_bias), v_rows, pool_);
+  const ops::MatMulOutput qkv[] = {{&w.q_proj, BiasOrNull(w.q_bias), q_.data()},
+                                    {&w.k_proj, BiasOrNull(w.k_bias), k_rows},
+                                    {&w.v_proj, BiasOrNull(w.v_bias), v_rows}};
+  ops::MatMulShared(xn_.data(), B, qkv, pool_);
   ops::RmsNorm(q_.data(), static_cast<int64_t>(B) * d.num_heads, d.head_dim, w.q_norm.data(), eps, q_.data());
   ops::RmsNorm(k_rows, static_cast<int64_t>(B) * d.num_kv_heads, d.head_dim, w.k_norm.data(), eps, k_rows);
   const int window = d.layer_window[layer];
@@ -177,8 +178,8 @@ void DFlashDraft::Propose(int32_t anchor, int pos, int B) {
     LayerAttention(l, B, pos);
     ops::AddInPlace(x_.data(), xn_.data(), B * H);
     ops::RmsNorm(x_.data(), B, H, w.post_attention_norm.data(), eps, xn_.data());
-    ops::MatMul(xn_.data(), B, w.gate_proj, nullptr, gate_.data(), pool_);
-    ops::MatMul(xn_.data(), B, w.up_proj, nullptr, up_.data(), pool_);
+    const ops::MatMulOutput gate_up[] = {{&w.gate_proj, nullptr, gate_.data()}, {&w.up_proj, nullptr, up_.data()}};
+    ops::MatMulShared(xn_.data(), B, gate_up, pool_);
     ops::SiluMul(gate_.data(), up_.data(), B * I, gate_.data());
     ops::MatMul(gate_.data(), B, w.down_proj, nullptr, xn_.data(), pool_);
     ops::AddInPlace(x_.data(), xn_.data(), B * H);

@@ -132,9 +132,10 @@ void Qwen3Model::Attention(int layer, int n) {
   float* k_rows = k_new_.data();
   float* v_rows = v_new_.data();
 
-  ops::MatMul(xn_.data(), n, w.q_proj, BiasOrNull(w.q_bias), q_.data(), pool_);
-  ops::MatMul(xn_.data(), n, w.k_proj, BiasOrNull(w.k_bias), k_rows, pool_);
-  ops::MatMul(xn_.data(), n, w.v_proj, BiasOrNull(w.v_bias), v_rows, pool_);
+  const ops::MatMulOutput qkv[] = {{&w.q_proj, BiasOrNull(w.q_bias), q_.data()},
+                                    {&w.k_proj, BiasOrNull(w.k_bias), k_rows},
+                                    {&w.v_proj, BiasOrNull(w.v_bias), v_rows}};
+  ops::MatMulShared(xn_.data(), n, qkv, pool_);
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   ops::RmsNorm(q_.data(), static_cast<int64_t>(n) * cfg_.num_heads, cfg_.head_dim, w.q_norm.data(), eps, q_.data());
   ops::RmsNorm(k_rows, static_cast<int64_t>(n) * cfg_.num_kv_heads, cfg_.head_dim, w.k_norm.data(), eps, k_rows);
@@ -178,8 +179,8 @@ void Qwen3Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
     Attention(l, n);
     ops::AddInPlace(x_.data(), xn_.data(), n * H);
     ops::RmsNorm(x_.data(), n, H, w.post_attention_norm.data(), eps, xn_.data());
-    ops::MatMul(xn_.data(), n, w.gate_proj, nullptr, gate_.data(), pool_);
-    ops::MatMul(xn_.data(), n, w.up_proj, nullptr, up_.data(), pool_);
+    const ops::MatMulOutput gate_up[] = {{&w.gate_proj, nullptr, gate_.data()}, {&w.up_proj, nullptr, up_.data()}};
+    ops::MatMulShared(xn_.data(), n, gate_up, pool_);
     ops::SiluMul(gate_.data(), up_.data(), n * I, gate_.data());
     ops::MatMul(gate_.data(), n, w.down_proj, nullptr, xn_.data(), pool_);
     ops::AddInPlace(x_.data(), xn_.data(), n * H);

@@ -231,9 +231,24 @@ HWY_EXPORT(MatMulImpl);
 
 void MatMul(const float* x, int64_t M, const WeightRef& w, const float* bias, float* y,
             ThreadPool& pool) {
-  if (quant::IsBlockQuantized(w.dtype)) return MatMulQuantized(x, M, w, bias, y, pool);
+  if (quant::IsBlockQuantized(w.dtype)) {
+    const MatMulOutput output{&w, bias, y};
+    return MatMulQuantized(x, M, std::span<const MatMulOutput>(&output, 1), pool);
+  }
   if (mlx::IsMlxAffine(w.dtype)) return MatMulMlxAffine(x, M, w, bias, y, pool);
   HWY_DYNAMIC_DISPATCH(MatMulImpl)(x, M, w, bias, y, pool);
+}
+
+void MatMulShared(const float* x, int64_t M, std::span<const MatMulOutput> outputs, ThreadPool& pool) {
+  bool quantized = true;
+  for (const MatMulOutput& o : outputs) {
+    if (o.w->cols != outputs[0].w->cols) {
+      Fail("MatMulShared: weights of ", o.w->cols, " and ", outputs[0].w->cols, " columns cannot share x");
+    }
+    quantized = quantized && quant::IsBlockQuantized(o.w->dtype);
+  }
+  if (quantized) return MatMulQuantized(x, M, outputs, pool);
+  for (const MatMulOutput& o : outputs) MatMul(x, M, *o.w, o.bias, o.y, pool);
 }
 }  // namespace dflash::ops
 #endif

@@ -77,11 +77,43 @@ namespace dflash::ops::HWY_NAMESPACE {
 using namespace quant;
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Quantises M rows of x (see quant_activations.h) into codes with room for tile_rows >= M.
-// Vectorised because it runs once per MatMul on the calling thread while the pool waits;
-// every step is a function of one row.
+// Row r of x (K wide) quantised into `out` (see quant_activations.h).
+void QuantizeRow(const float* x, int64_t r, int offset, QuantizedRows& out) {
+  const int64_t K = out.k, kp = out.k_pad;
+  const hn::CappedTag<float, 16> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<int8_t, decltype(df)> d8;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const auto lo = hn::Set(di, -127), hi = hn::Set(di, 127);
+  for (int64_t b = 0; b < K / 32; ++b) {
+    const float* xb = x + r * K + 32 * b;
+    auto amax = hn::Zero(df), sum = hn::Zero(df);
+    for (int64_t j = 0; j < 32; j += N) {
+      const auto v = hn::LoadU(df, xb + j);
+      amax = hn::Max(amax, hn::Abs(v));
+      sum = hn::Add(sum, v);
+    }
+    const float d = hn::GetLane(hn::MaxOfLanes(df, amax)) / 127.0f;
+    const float id = d == 0.0f ? 0.0f : 1.0f / d;
+    const auto vid = hn::Set(df, id);
+    int8_t* codes = out.codes.data() + r * kp + 32 * b;
+    int32_t code_sum[2] = {0, 0};  // per 16 codes; N divides 16
+    for (int64_t j = 0; j < 32; j += N) {
+      const auto q = hn::Min(hn::Max(hn::NearestInt(hn::Mul(hn::LoadU(df, xb + j), vid)), lo), hi);
+      hn::StoreU(hn::DemoteTo(d8, q), d8, codes + j);
+      code_sum[j / 16] += hn::GetLane(hn::SumOfLanes(di, q));
+    }
+    out.block_scale[r * kp / 32 + b] = d;
+    out.block_sum[r * kp / 32 + b] = hn::GetLane(hn::SumOfLanes(df, sum));
+    for (int h = 0; h < 2; ++h) out.init16[r * kp / 16 + 2 * b + h] = -offset * code_sum[h];
+    out.init32[r * kp / 32 + b] = -offset * (code_sum[0] + code_sum[1]);
+  }
+}
+
+// Quantises M rows of x into codes with room for tile_rows >= M, rows spread over the pool
+// (the weights' pass cannot start before it ends, so a serial quantisation idles the workers).
 void QuantizeActivations(const float* x, int64_t M, int64_t K, int offset, int64_t tile_rows,
-                         QuantizedRows& out) {
+                         QuantizedRows& out, ThreadPool& pool) {
   out.rows = M;
   out.k = K;
   out.k_pad = (K + 63) / 64 * 64;
@@ -90,37 +122,13 @@ void QuantizeActivations(const float* x, int64_t M, int64_t K, int offset, int64
   // assign() rather than resize(): the padding must be zero whatever an earlier call left.
   out.codes.assign(tile_rows * kp, 0);
   out.init16.assign(tile_rows * kp / 16, 0);
+  out.init32.assign(tile_rows * kp / 32, 0);
   out.block_scale.assign(tile_rows * kp / 32, 0.0f);
   out.block_sum.assign(tile_rows * kp / 32, 0.0f);
-  const hn::CappedTag<float, 16> df;
-  const hn::RebindToSigned<decltype(df)> di;
-  const hn::Rebind<int8_t, decltype(df)> d8;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  const auto lo = hn::Set(di, -127), hi = hn::Set(di, 127);
-  for (int64_t r = 0; r < M; ++r) {
-    for (int64_t b = 0; b < K / 32; ++b) {
-      const float* xb = x + r * K + 32 * b;
-      auto amax = hn::Zero(df), sum = hn::Zero(df);
-      for (int64_t j = 0; j < 32; j += N) {
-        const auto v = hn::LoadU(df, xb + j);
-        amax = hn::Max(amax, hn::Abs(v));
-        sum = hn::Add(sum, v);
-      }
-      const float d = hn::GetLane(hn::MaxOfLanes(df, amax)) / 127.0f;
-      const float id = d == 0.0f ? 0.0f : 1.0f / d;
-      const auto vid = hn::Set(df, id);
-      int8_t* codes = out.codes.data() + r * kp + 32 * b;
-      int32_t code_sum[2] = {0, 0};  // per 16 codes; N divides 16
-      for (int64_t j = 0; j < 32; j += N) {
-        const auto q = hn::Min(hn::Max(hn::NearestInt(hn::Mul(hn::LoadU(df, xb + j), vid)), lo), hi);
-        hn::StoreU(hn::DemoteTo(d8, q), d8, codes + j);
-        code_sum[j / 16] += hn::GetLane(hn::SumOfLanes(di, q));
-      }
-      out.block_scale[r * kp / 32 + b] = d;
-      out.block_sum[r * kp / 32 + b] = hn::GetLane(hn::SumOfLanes(df, sum));
-      for (int h = 0; h < 2; ++h) out.init16[r * kp / 16 + 2 * b + h] = -offset * code_sum[h];
-    }
-  }
+  constexpr int64_t kRowsPerTask = 4;
+  pool.ParallelFor((M + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task) {
+    for (int64_t r = task * kRowsPerTask; r < std::min(M, (task + 1) * kRowsPerTask); ++r) QuantizeRow(x, r, offset, out);
+  });
 }
 
 // ------------------------------------------------------------------------------------------
@@ -237,8 +245,7 @@ HWY_INLINE void ScaleBlock(__m512i isum, __m512 wscale, __m512 wmin, float dx, f
 // The integer sums of a block start at -offset * (sum of the x codes it covers).
 template <int Q>
 HWY_INLINE int32_t CodeInit(const QuantizedRows& xq, int64_t r, int64_t k0) {
-  const int32_t* i16 = xq.Init16(r) + k0 / 16;
-  return Q == 8 ? i16[0] + i16[1] : i16[0];
+  return Q == 8 ? xq.Init32(r)[k0 / 32] : xq.Init16(r)[k0 / 16];
 }
 
 // acc[r] += block of Q code vectors (8: a 32-element block, 4: a 16-element group) at k0
@@ -632,14 +639,22 @@ void Columns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begin, int64
   PortableColumns(xq, w, n_begin, n_end, y);
 }
 
-// amx: use the tile kernel (the caller checked the CPU and the format).
-void MatMulQuantImpl(const float* x, int64_t M, const WeightRef& w, const float* bias, float* y, bool amx,
+// Bit s of amx_mask: output s uses the tile kernel (the caller checked the CPU and the format).
+// The outputs' code offsets agree wherever they use one (MatMulQuantized checks).
+void MatMulQuantImpl(const float* x, int64_t M, const MatMulOutput* outputs, int count, uint32_t amx_mask,
                      QuantizedRows& xq, ThreadPool& pool) {
-  const int64_t tile_rows = amx ? (M + kQRowTile - 1) / kQRowTile * kQRowTile : M;
-  QuantizeActivations(x, M, w.cols, CodeOffset(w.dtype), tile_rows, xq);
-  const int64_t Nout = w.rows;
-  ForColumnTasks(xq.rows, Nout, kQCols, bias, y, pool,
-                 [&](int64_t n_begin, int64_t n_end) { Columns(xq, w, n_begin, n_end, y, amx); });
+  int offset = 0;
+  ColumnSegment segments[kMaxSegments];
+  for (int s = 0; s < count; ++s) {
+    offset = std::max(offset, CodeOffset(outputs[s].w->dtype));
+    segments[s] = {outputs[s].w->rows, outputs[s].bias, outputs[s].y};
+  }
+  const int64_t tile_rows = amx_mask ? (M + kQRowTile - 1) / kQRowTile * kQRowTile : M;
+  QuantizeActivations(x, M, outputs[0].w->cols, offset, tile_rows, xq, pool);
+  ForColumnTasks(M, std::span<const ColumnSegment>(segments, count), kQCols, pool,
+                 [&](int s, int64_t n_begin, int64_t n_end) {
+                   Columns(xq, *outputs[s].w, n_begin, n_end, outputs[s].y, (amx_mask >> s) & 1);
+                 });
 }
 
 }  // namespace dflash::ops::HWY_NAMESPACE
@@ -652,20 +667,34 @@ HWY_AFTER_NAMESPACE();
 namespace dflash::ops {
 HWY_EXPORT(MatMulQuantImpl);
 
-void MatMulQuantized(const float* x, int64_t M, const WeightRef& w, const float* bias, float* y,
-                     ThreadPool& pool) {
-  if (!quant::IsBlockQuantized(w.dtype)) Fail("MatMulQuantized: dtype ", DTypeName(w.dtype), " is not block-quantised");
-  if (w.cols % BlockElems(w.dtype) != 0 || w.row_bytes < RowBytes(w.dtype, w.cols)) {
-    Fail("MatMul: ", DTypeName(w.dtype), " weight of ", w.cols, " columns needs whole blocks (",
-         BlockElems(w.dtype), ") and ", RowBytes(w.dtype, w.cols), " bytes per row, has ", w.row_bytes);
+void MatMulQuantized(const float* x, int64_t M, std::span<const MatMulOutput> outputs, ThreadPool& pool) {
+  if (outputs.empty()) return;
+  int offset = 0;
+  bool offsets_agree = true;
+  uint32_t amx_mask = 0;
+  for (size_t s = 0; s < outputs.size(); ++s) {
+    const WeightRef& w = *outputs[s].w;
+    if (!quant::IsBlockQuantized(w.dtype)) Fail("MatMulQuantized: dtype ", DTypeName(w.dtype), " is not block-quantised");
+    if (w.cols % BlockElems(w.dtype) != 0 || w.row_bytes < RowBytes(w.dtype, w.cols)) {
+      Fail("MatMul: ", DTypeName(w.dtype), " weight of ", w.cols, " columns needs whole blocks (",
+           BlockElems(w.dtype), ") and ", RowBytes(w.dtype, w.cols), " bytes per row, has ", w.row_bytes);
+    }
+    if (w.layout != WeightLayout::kGroups16) {
+      Fail("MatMul: ", DTypeName(w.dtype), " weights must be packed first (PackMatrices / ops::PackWeight)");
+    }
+    const int o = CodeOffset(w.dtype);
+    if (o != 0 && offset != 0 && o != offset) offsets_agree = false;
+    offset = std::max(offset, o);
+    if (M >= kAmxMinRows && HasAmxKernel(w.dtype) && AmxActive()) amx_mask |= 1u << s;
   }
-  if (w.layout != WeightLayout::kGroups16) {
-    Fail("MatMul: ", DTypeName(w.dtype), " weights must be packed first (PackMatrices / ops::PackWeight)");
+  // Codes quantised for one offset serve only weights of that offset (and Q4_K, which has none).
+  if (!offsets_agree || outputs.size() > kMaxSegments) {
+    for (const MatMulOutput& o : outputs) MatMulQuantized(x, M, std::span<const MatMulOutput>(&o, 1), pool);
+    return;
   }
   // One quantised copy of x per calling thread, reused so decode allocates nothing.
   thread_local QuantizedRows xq;
-  const bool amx = M >= kAmxMinRows && HasAmxKernel(w.dtype) && AmxActive();
-  HWY_DYNAMIC_DISPATCH(MatMulQuantImpl)(x, M, w, bias, y, amx, xq, pool);
+  HWY_DYNAMIC_DISPATCH(MatMulQuantImpl)(x, M, outputs.data(), static_cast<int>(outputs.size()), amx_mask, xq, pool);
 }
 }  // namespace dflash::ops
 #endif

@@ -2,13 +2,15 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "ops/ops.h"
 
 namespace dflash::ops {
 
-void MatMulQuantized(const float* x, int64_t M, const WeightRef& w, const float* bias, float* y,
-                     ThreadPool& pool);
+// The products of MatMulShared, all of block-quantised weights.
+void MatMulQuantized(const float* x, int64_t M, std::span<const MatMulOutput> outputs, ThreadPool& pool);
 
 }  // namespace dflash::ops

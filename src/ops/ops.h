@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/tensor.h"
 #include "core/thread_pool.h"
@@ -21,6 +22,18 @@ namespace dflash::ops {
 // dot products are exact integers; see ops/matmul_quant.cc for the error this adds.
 void MatMul(const float* x, int64_t M, const WeightRef& w, const float* bias, float* y,
             ThreadPool& pool);
+
+// One product of MatMulShared: y = x · wᵀ (+ bias).
+struct MatMulOutput {
+  const WeightRef* w = nullptr;
+  const float* bias = nullptr;
+  float* y = nullptr;
+};
+
+// Several products of the same x (q, k and v; gate and up), each y exactly what MatMul gives.
+// Block-quantised weights share one quantisation of x and one pass of the pool, so the pool
+// waits once rather than once per weight. All weights have x's width.
+void MatMulShared(const float* x, int64_t M, std::span<const MatMulOutput> outputs, ThreadPool& pool);
 
 // y[r] = x[r] / rms(x[r]) * weight, for `rows` rows of `dim`; y may alias x.
 void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps, float* y);

@@ -25,11 +25,13 @@ struct QuantizedRows {
   int64_t tile_rows = 0;             // rows, or rows rounded up to 16 for the AMX path
   std::vector<int8_t> codes;         // [tile_rows][k_pad]
   std::vector<int32_t> init16;       // [rows][k_pad / 16] -offset * sum of 16 codes
+  std::vector<int32_t> init32;       // [rows][k_pad / 32] the same over a 32-element block
   std::vector<float> block_scale;    // [rows][k_pad / 32] d_b
   std::vector<float> block_sum;      // [rows][k_pad / 32] sum of the block's f32 inputs
 
   const int8_t* Codes(int64_t r) const { return codes.data() + r * k_pad; }
   const int32_t* Init16(int64_t r) const { return init16.data() + r * (k_pad / 16); }
+  const int32_t* Init32(int64_t r) const { return init32.data() + r * (k_pad / 32); }
   const float* BlockScale(int64_t r) const { return block_scale.data() + r * (k_pad / 32); }
   const float* BlockSum(int64_t r) const { return block_sum.data() + r * (k_pad / 32); }
 };
