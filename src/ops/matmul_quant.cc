@@ -248,6 +248,16 @@ HWY_INLINE int32_t CodeInit(const QuantizedRows& xq, int64_t r, int64_t k0) {
   return Q == 8 ? xq.Init32(r)[k0 / 32] : xq.Init16(r)[k0 / 16];
 }
 
+// acc += codes · (the 4 activation codes at x, in every lane), the broadcast folded into
+// vpdpbusd's memory operand: GCC 12 emits a separate vpbroadcastd for each, as many as the dot
+// products. 1 thread, interleaved, best of 15: Q8_0 16 rows 1024x1024 126 -> 118 us,
+// 3072x1024 353 -> 337 us; the 16-row Q8_0 pass at 512 context 65.1-66.1 -> 63.1-63.5 ms.
+HWY_INLINE void DotBroadcast(__m512i& acc, __m512i codes, const int8_t* x) {
+  asm("vpdpbusd %[x]%{1to16%}, %[w], %[acc]"
+      : [acc] "+v"(acc)
+      : [w] "v"(codes), [x] "m"(*reinterpret_cast<const int8_t(*)[4]>(x)));
+}
+
 // acc[r] += block of Q code vectors (8: a 32-element block, 4: a 16-element group) at k0
 // against row m + r's codes, scaled; kInit applies the codes' offset.
 template <int R, int Q, bool kInit, bool kMin>
@@ -263,11 +273,7 @@ HWY_INLINE void Step(const __m512i* codes, __m512 wscale, __m512 wmin, const Qua
     part[0] = _mm512_set1_epi32(kInit ? CodeInit<Q>(xq, m + r, k0) : 0);
     for (int c = 1; c < kChains; ++c) part[c] = _mm512_setzero_si512();
 #pragma GCC unroll 8
-    for (int q = 0; q < Q; ++q) {
-      int32_t x4;
-      __builtin_memcpy(&x4, xc + 4 * q, 4);
-      part[q % kChains] = _mm512_dpbusd_epi32(part[q % kChains], codes[q], _mm512_set1_epi32(x4));
-    }
+    for (int q = 0; q < Q; ++q) DotBroadcast(part[q % kChains], codes[q], xc + 4 * q);
     __m512i isum = part[0];
     for (int c = 1; c < kChains; ++c) isum = _mm512_add_epi32(isum, part[c]);
     ScaleBlock<kMin>(isum, wscale, wmin, xq.BlockScale(m + r)[k0 / 32], xq.BlockSum(m + r)[k0 / 32], acc[r]);
