@@ -73,7 +73,7 @@ TEST(GgufDraft, DflashArchitectureMatchesZlabGoldens) {
   DFlashDraft& draft = *static_cast<DFlashDraft*>(engine.drafter());
   draft.TruncateContext(0);
   draft.AppendContext(engine.target().Features(0), n, 0);
-  draft.Propose(anchor, n, B);
+  draft.Propose(anchor, n, B, B - 1);
   float worst = 0;
   for (int j = 0; j < B - 1; ++j)
     for (size_t v = 0; v < V; ++v) worst = std::max(worst, std::fabs(draft.Logits(j)[v] - ref[j * V + v]));

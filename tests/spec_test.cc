@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "core/thread_pool.h"
@@ -41,10 +42,10 @@ class ScriptedDrafter : public Drafter {
     EXPECT_EQ(pos, context_) << "context must grow contiguously";
     context_ += n;
   }
-  void Propose(int32_t, int pos, int block) override {
+  void Propose(int32_t, int pos, int block, int proposals) override {
     EXPECT_EQ(pos, context_) << "draft must see exactly the committed context";
     const int intended = cycle_++ % block;  // accept this many, then be wrong
-    for (int j = 0; j < block - 1; ++j) {
+    for (int j = 0; j < proposals; ++j) {
       const size_t idx = static_cast<size_t>(pos + 1 + j - prompt_len_);
       int32_t tok = idx < ref_.size() ? ref_[idx] : 0;
       if (j == intended && !perfect_) tok = (tok + 1) % vocab_;
@@ -75,7 +76,7 @@ class NoisyDrafter : public Drafter {
   int max_block() const override { return 16; }
   int max_append() const override { return 1 << 20; }
   void AppendContext(const float*, int, int) override {}
-  void Propose(int32_t, int, int) override {}
+  void Propose(int32_t, int, int, int) override {}
   const float* Logits(int j) const override { return logits_.data() + static_cast<size_t>(j) * vocab_; }
 
  private:
@@ -152,9 +153,9 @@ class CostedDrafter : public Drafter {
   int max_block() const override { return inner_.max_block(); }
   int max_append() const override { return inner_.max_append(); }
   void AppendContext(const float* features, int n, int pos) override { inner_.AppendContext(features, n, pos); }
-  void Propose(int32_t pending, int pos, int block) override {
+  void Propose(int32_t pending, int pos, int block, int proposals) override {
     clock_ += 0.5;
-    inner_.Propose(pending, pos, block);
+    inner_.Propose(pending, pos, block, proposals);
   }
   const float* Logits(int j) const override { return inner_.Logits(j); }
 
@@ -252,6 +253,42 @@ TEST(Spec, RealDraftWithWindowsAndSlidingLayersStaysLossless) {
       const GenerateResult r = Generate(target, &draft, prompt, g);
       EXPECT_EQ(r.tokens, ref.tokens) << "window " << window << " chunk " << chunk;
       EXPECT_GT(r.stats.cycles, 0);
+    }
+  }
+}
+
+// A verify of fewer rows than the block asks the draft for fewer proposals: those rows' logits
+// are bit for bit the ones a full proposal makes, and an out-of-range count is refused.
+TEST(Spec, DraftProposalsForFewerRowsAreTheFullProposalsFirstRows) {
+  ThreadPool pool(2);
+  auto rt = MakeRandomTarget(97, 32, 4, 2);
+  TargetOptions o = Options(0);
+  o.capture_layers = {0, 2, 3};
+  Qwen3Model target(rt->config, rt->weights.store, o, pool);
+  auto rd = MakeRandomDraft(rt->config, 2, {0, 2, 3}, {6, 0}, 3);
+  DraftOptions dopt;
+  dopt.context_capacity = 512;
+  dopt.max_append = o.max_rows;
+  DFlashDraft draft(rd->config, rd->weights.store, target, dopt, pool);
+  const std::vector<int32_t> prompt(20, 5);
+  target.Forward(prompt, /*all_logits=*/false);
+  draft.AppendContext(target.Features(0), 20, 0);
+  constexpr int B = 16;
+  const size_t V = rt->config.decoder.vocab_size;
+  draft.Propose(9, 20, B, B - 1);
+  const std::vector<float> full(draft.Logits(0), draft.Logits(0) + (B - 1) * V);
+  for (int proposals : {1, 3, 8}) {
+    draft.Propose(9, 20, B, proposals);
+    for (int j = 0; j < proposals; ++j) {
+      EXPECT_EQ(0, std::memcmp(draft.Logits(j), &full[j * V], V * sizeof(float))) << proposals << " row " << j;
+    }
+  }
+  for (int bad : {0, B}) {
+    try {
+      draft.Propose(9, 20, B, bad);
+      ADD_FAILURE() << "proposals " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("proposals outside [1, 15]"), std::string::npos) << e.what();
     }
   }
 }

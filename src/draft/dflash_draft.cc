@@ -158,12 +158,13 @@ void DFlashDraft::LayerAttention(int layer, int B, int pos) {
   ops::MatMul(attn_.data(), B, w.o_proj, BiasOrNull(w.o_bias), xn_.data(), pool_);
 }
 
-void DFlashDraft::Propose(int32_t anchor, int pos, int B) {
+void DFlashDraft::Propose(int32_t anchor, int pos, int B, int proposals) {
   const DecoderConfig& d = cfg_.decoder;
   const int64_t H = d.hidden_size, I = d.intermediate_size;
   const float eps = static_cast<float>(d.rms_norm_eps);
   if (bound_->pos.empty()) Fail("draft: Propose without a context bound");
   if (B < 2 || B > options_.max_block) Fail("draft: block size ", B, " outside [2, ", options_.max_block, "]");
+  if (proposals < 1 || proposals > B - 1) Fail("draft: ", proposals, " proposals outside [1, ", B - 1, "]");
   if (pos + B > rope_.max_positions()) Fail("draft: position ", pos + B, " beyond the context");
   const float scale = static_cast<float>(cfg_.input_embedding_scale);
   for (int j = 0; j < B; ++j) {
@@ -184,12 +185,12 @@ void DFlashDraft::Propose(int32_t anchor, int pos, int B) {
     ops::MatMul(gate_.data(), B, w.down_proj, nullptr, xn_.data(), pool_);
     ops::AddInPlace(x_.data(), xn_.data(), B * H);
   }
-  ops::RmsNorm(x_.data() + H, B - 1, H, final_norm_.data(), eps, xn_.data());
-  ops::MatMul(xn_.data(), B - 1, target_.lm_head(), nullptr, logits_.data(), pool_);
+  ops::RmsNorm(x_.data() + H, proposals, H, final_norm_.data(), eps, xn_.data());
+  ops::MatMul(xn_.data(), proposals, target_.lm_head(), nullptr, logits_.data(), pool_);
   const float mult = static_cast<float>(cfg_.output_multiplier);
   const float cap = static_cast<float>(cfg_.final_logit_softcapping);
   if (mult != 1.0f || cap > 0) {
-    for (size_t i = 0; i < static_cast<size_t>(B - 1) * vocab_; ++i) {
+    for (size_t i = 0; i < static_cast<size_t>(proposals) * vocab_; ++i) {
       float v = logits_[i] * mult;
       if (cap > 0) v = std::tanh(v / cap) * cap;
       logits_[i] = v;

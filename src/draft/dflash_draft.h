@@ -49,9 +49,10 @@ class DFlashDraft final : public Drafter {
 
   // Adds n committed tokens' target features ([n][F*H]) at positions [pos, pos+n).
   void AppendContext(const float* features, int n, int pos) override;
-  // Drafts block_size - 1 tokens after `anchor` (the last committed token, at position pos).
-  // Logits(j) for j in [0, block_size-1) then predicts the token at pos + 1 + j.
-  void Propose(int32_t anchor, int pos, int block_size) override;
+  // Runs a block of block_size positions after `anchor` (the last committed token, at
+  // position pos); Logits(j) for j in [0, proposals) then predicts the token at pos + 1 + j.
+  // Only those rows pass through the LM head, the largest matrix.
+  void Propose(int32_t anchor, int pos, int block_size, int proposals) override;
   const float* Logits(int j) const override { return logits_.data() + static_cast<size_t>(j) * vocab_; }
 
   // Forgets context rows at positions >= pos: 0 starts a new sequence; pos > 0 (prefix

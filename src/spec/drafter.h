@@ -14,8 +14,11 @@ class Drafter {
   virtual int max_append() const = 0;
   // Target features ([n][F*H]) of committed tokens at positions [pos, pos+n).
   virtual void AppendContext(const float* features, int n, int pos) = 0;
-  // Logits(j), j in [0, block-1), predict the token at pos + 1 + j after `anchor` at pos.
-  virtual void Propose(int32_t anchor, int pos, int block) = 0;
+  // Drafts a block of `block` positions after `anchor` at pos; Logits(j), j in [0, proposals),
+  // then predicts the token at pos + 1 + j. proposals <= block - 1: a verify of fewer rows
+  // than the block needs only the first ones, and a row's logits do not depend on how many
+  // are made.
+  virtual void Propose(int32_t anchor, int pos, int block, int proposals) = 0;
   virtual const float* Logits(int j) const = 0;
 };
 

@@ -137,7 +137,7 @@ std::span<const int32_t> Decoder::SpeculativeCycle(int B, int rows) {
   const int pos = target_.kv_length();
 
   const double t0 = Now();
-  drafter_->Propose(pending_, pos, B);
+  drafter_->Propose(pending_, pos, B, rows - 1);
   drafted_[0] = pending_;
   for (int j = 0; j < rows - 1; ++j) {
     drafted_[j + 1] = Pick(drafter_->Logits(j), pos + 1 + j);
