@@ -85,6 +85,19 @@ TEST(QuantGoldens, QuantizeRowMatchesGgufBitForBit) {
   EXPECT_THROW(ops::QuantizeRow(std::vector<float>(288).data(), 288, DType::kQ4_K, out.data()), Error);
 }
 
+// Q8_0 codes round halves away from zero, as the gguf package's np_roundf and libm's roundf:
+// with max|x| = 127 the scale is exactly 1, so x itself is the value rounded.
+TEST(Quantize, Q8_0RoundsHalvesAwayFromZero) {
+  std::vector<float> x(32);
+  for (int j = 0; j < 32; ++j) x[j] = (j % 2 ? -1.0f : 1.0f) * (static_cast<float>(j) * 3.5f + 0.5f);
+  x[0] = 127.0f, x[1] = -126.5f, x[2] = 0.49999997f, x[3] = -0.49999997f, x[4] = 1.4999999f;
+  std::vector<uint8_t> b(RowBytes(DType::kQ8_0, 32));
+  ops::QuantizeRow(x.data(), 32, DType::kQ8_0, b.data());
+  ASSERT_EQ(F16ToF32(static_cast<uint16_t>(b[0] | b[1] << 8)), 1.0f);
+  for (int j = 0; j < 32; ++j)
+    EXPECT_EQ(static_cast<int8_t>(b[2 + j]), static_cast<int>(std::roundf(x[j]))) << "x = " << x[j];
+}
+
 // Load-time Q4_K (our own min/max fit; the gguf package cannot write Q4_K): every element
 // decodes within half its sub-block's stored step plus one dmin (the 6-bit min is rounded
 // up, so the top of the range may fall short by less than dmin), the stored step is at most

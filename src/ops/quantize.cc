@@ -20,6 +20,14 @@ void StoreF16(uint8_t* p, float f) {
   __builtin_memcpy(p, &h, 2);
 }
 
+// roundf(v) (half away from zero) for |v| <= 127 without a libm call per element, so the loop
+// vectorises: v - trunc(v) is exact, and a fraction of at least one half rounds outwards.
+inline int RoundHalfAway(float v) {
+  const int t = static_cast<int>(v);
+  const float frac = v - static_cast<float>(t);
+  return t + (frac >= 0.5f) - (frac <= -0.5f);
+}
+
 // d = max|x| / 127, q = round-half-away(x / d).
 void QuantizeQ8_0(const float* x, uint8_t* b) {
   float amax = 0.0f;
@@ -27,7 +35,7 @@ void QuantizeQ8_0(const float* x, uint8_t* b) {
   const float d = amax / 127.0f;
   const float id = d == 0.0f ? 0.0f : 1.0f / d;
   StoreF16(b, d);
-  for (int j = 0; j < 32; ++j) b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::roundf(x[j] * id)));
+  for (int j = 0; j < 32; ++j) b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(RoundHalfAway(x[j] * id)));
 }
 
 // d = (the element of largest magnitude, sign kept) / -8, q = min(15, trunc(x / d + 8.5)).
