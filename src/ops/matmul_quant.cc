@@ -61,6 +61,11 @@ inline int CodeOffset(DType t) {
 // (bench/matmul_bench.cc): 8 rows 650-740 us tiles vs 420-500 VNNI, 16 rows 690-710 vs 750-1000.
 inline bool HasAmxKernel(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_K; }
 constexpr int64_t kAmxMinRows = 12;
+// Whether one activation row asks for weight lines ahead as several rows do (see GroupRows).
+inline bool PrefetchOneRow() {
+  static const bool intel = __builtin_cpu_is("intel");
+  return intel;
+}
 }  // namespace dflash::ops
 #endif
 
@@ -345,7 +350,8 @@ struct Q4KScales {
 struct Q8_0Format {
   static constexpr int64_t kElems = 32, kVectors = 8;
   template <int R>
-  static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R]) {
+  static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R],
+                              bool ahead) {
     __m512i codes[8];
     for (int i = 0; i < 8; ++i) codes[i] = g.Vector(b, i);
     Step<R, 8, true, false>(codes, g.F16(b), _mm512_setzero_ps(), xq, m, 32 * b, acc);
@@ -355,7 +361,8 @@ struct Q8_0Format {
 struct Q4_0Format {
   static constexpr int64_t kElems = 32, kVectors = 4;
   template <int R>
-  static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R]) {
+  static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R],
+                              bool ahead) {
     __m512i codes[8];
     for (int i = 0; i < 4; ++i) {
       const __m512i t = g.Vector(b, i);
@@ -371,12 +378,13 @@ struct Q4_KFormat {
   // Vector i of qs chunk `chunk` (qs bytes 32 chunk + 4i ..).
   static constexpr int64_t Qs(int chunk, int i) { return 4 + 8 * chunk + i; }
   template <int R>
-  static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R]) {
+  static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R],
+                              bool ahead) {
     const Q4KScales scales(g, b);
     for (int chunk = 0; chunk < 4; ++chunk) {
       for (int h = 0; h < 2; ++h) {
         const int j = 2 * chunk + h;  // sub-block: low nibbles, then high nibbles
-        if constexpr (R > 1) g.Prefetch(b + 1, j, 8);
+        g.Prefetch(b + 1, j, 8);
         __m512i codes[8];
         for (int i = 0; i < 8; ++i) {
           const __m512i t = g.Vector(b, Qs(chunk, i));
@@ -393,7 +401,8 @@ struct Q6_KFormat {
   // Packed vectors: codes 0-63 (4 per 16-element group), int8 scales 64-67 (16 bytes per group).
   static constexpr int64_t kScales = 64;
   template <int R>
-  static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R]) {
+  static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R],
+                              bool ahead) {
     const __m512 d = g.F16(b);
     for (int group = 0; group < 16; ++group) {
       if (R > 1 && group % 2 == 0) g.Prefetch(b + 1, group / 2, 8);
@@ -413,17 +422,21 @@ struct Q6_KFormat {
 // whole super-block at once made them 10-25% slower). Qwen3-0.6B's LM head, 2 threads, EPYC,
 // interleaved runs: 16 rows Q8_0 14.5-15.0 -> 12.4-13.4 ms, Q4_K 13.0-21.6 -> 10.5-15.8 ms,
 // Q6_K 21.1 -> 14.6-18.0 ms; 4 rows Q6_K 13.3-13.6 -> 7.9-9.2 ms. One row is bound by memory
-// and the hardware follows its stream: asking made Q8_0 no faster, Q4_K 10-40% slower and
-// Q6_K (since its codes are bytes) 6.1-6.3 -> 7.4-7.5 ms with 1 thread.
+// and the EPYC's hardware follows its stream: asking made Q8_0 no faster, Q4_K 10-40% slower
+// and Q6_K (since its codes are bytes) 6.1-6.3 -> 7.4-7.5 ms with 1 thread. On the Xeon one row
+// gains from asking (Qwen3-0.6B decode at 512 context, 2 threads, interleaved: Q8_0 28.2-30.2 ->
+// 26.6-27.1 ms, Q4_K 20.9-21.8 -> 17.6-18.0 ms), so Intel CPUs ask for one row too (Q6_K,
+// not measured there, keeps asking only for several).
 template <class F, int R>
 HWY_NOINLINE void GroupRows(const PackedColumns& g, const QuantizedRows& xq, int64_t m, int64_t K,
                             float* y, int64_t y_stride) {
   constexpr int64_t kAhead = 1024 / (64 * F::kVectors);  // blocks
+  const bool ahead = R > 1 || PrefetchOneRow();
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < K / F::kElems; ++b) {
-    if constexpr (F::kElems == 32 && R > 1) g.Prefetch(b + kAhead);
-    F::template Block<R>(g, b, xq, m, acc);
+    if (F::kElems == 32 && ahead) g.Prefetch(b + kAhead);
+    F::template Block<R>(g, b, xq, m, acc, ahead);
   }
   const __mmask16 mask = static_cast<__mmask16>((1u << g.count) - 1);
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * y_stride, mask, acc[r]);
