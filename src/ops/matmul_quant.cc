@@ -384,7 +384,7 @@ struct Q4_KFormat {
     for (int chunk = 0; chunk < 4; ++chunk) {
       for (int h = 0; h < 2; ++h) {
         const int j = 2 * chunk + h;  // sub-block: low nibbles, then high nibbles
-        g.Prefetch(b + 1, j, 8);
+        if (ahead) g.Prefetch(b + 1, j, 8);
         __m512i codes[8];
         for (int i = 0; i < 8; ++i) {
           const __m512i t = g.Vector(b, Qs(chunk, i));
