@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/compute_peak.h"
 #include "bench/machine.h"
 #include "bench/roofline.h"
 #include "bench/verify_cost.h"
@@ -16,6 +17,7 @@
 #include "core/error.h"
 #include "io/json_file.h"
 #include "model_flags.h"
+#include "ops/quant_blocks.h"
 #include "report.h"
 
 namespace dflash::app {
@@ -222,11 +224,57 @@ const auto kProgress = [](const char* what, int done, int total) {
   if (done == total) std::fprintf(stderr, "\n");
 };
 
+// Mean ms per stage of each point's passes and each stage's share of the pass; then the
+// matrices' and attention's multiply-add rates against this machine's compute peaks, measured
+// in the same run. The matrices' peak is the int8 one where the weights are block-quantised
+// (their products are int8 dot products); their time includes quantising the activations.
+void PrintStages(const std::vector<VerifyCostPoint>& pts, const DecoderConfig& config, bool int8_weights,
+                 const ComputePeak& peak, Json& jpts) {
+  constexpr int kStages = static_cast<int>(PassStage::kCount);
+  std::printf("\nper stage, mean ms per pass (share of the pass):\n%8s %5s", "context", "rows");
+  for (int s = 0; s < kStages; ++s) std::printf(" %16s", PassStageName(static_cast<PassStage>(s)));
+  std::printf("\n");
+  for (const VerifyCostPoint& p : pts) {
+    double total = 0;
+    for (double ms : p.stages.ms) total += ms;
+    std::printf("%8d %5d", p.context, p.rows);
+    for (double ms : p.stages.ms) std::printf(" %8.2f (%4.1f%%)", ms, total > 0 ? 100 * ms / total : 0.0);
+    std::printf("\n");
+  }
+  const double matmul_peak = int8_weights ? peak.int8_gmacs : 0;
+  std::printf("\ncompute peak of all threads, this run: f32 FMA %.1f G MAC/s, int8 dot %.1f G MAC/s%s\n",
+              peak.f32_gmacs, peak.int8_gmacs, peak.int8_gmacs > 0 ? "" : " (no VNNI on this target)");
+  std::printf("%8s %5s %14s %9s %14s %9s\n", "context", "rows", "matmul GMAC/s", int8_weights ? "% int8" : "",
+              "attn GMAC/s", "% f32");
+  for (size_t i = 0; i < pts.size(); ++i) {
+    const VerifyCostPoint& p = pts[i];
+    const PassMacs macs = CountPassMacs(config, p.context, p.rows);
+    const double matmul_ms = p.stages[PassStage::kQkv] + p.stages[PassStage::kOProj] + p.stages[PassStage::kGateUp] +
+                             p.stages[PassStage::kDown] + p.stages[PassStage::kLmHead];
+    const double matmul_rate = matmul_ms > 0 ? macs.matmul / matmul_ms / 1e6 : 0;
+    const double attn_rate = p.stages[PassStage::kAttention] > 0 ? macs.attention / p.stages[PassStage::kAttention] / 1e6 : 0;
+    std::printf("%8d %5d %14.1f", p.context, p.rows, matmul_rate);
+    if (matmul_peak > 0) {
+      std::printf(" %8.1f%%", 100 * matmul_rate / matmul_peak);
+    } else {
+      std::printf(" %9s", "");
+    }
+    std::printf(" %14.1f %8.1f%%\n", attn_rate, peak.f32_gmacs > 0 ? 100 * attn_rate / peak.f32_gmacs : 0.0);
+    Json& j = jpts[i];
+    j["stages_ms"] = Json::object();
+    for (int s = 0; s < kStages; ++s) j["stages_ms"][PassStageName(static_cast<PassStage>(s))] = p.stages.ms[s];
+    j["matmul_gmacs"] = matmul_rate;
+    j["attention_gmacs"] = attn_rate;
+  }
+}
+
 int VerifyCost(dflash::Engine& engine, const ModelFlags& mf, const std::string& contexts_text,
-               const std::string& rows_text, int repeats, const std::string& json_path) {
+               const std::string& rows_text, int repeats, bool profile, const std::string& json_path) {
   std::vector<int> contexts = ParseIntList(contexts_text, "--contexts");
   std::vector<int> rows = ParseIntList(rows_text, "--rows");
-  const std::vector<VerifyCostPoint> pts = MeasureVerifyCost(engine.target(), contexts, rows, repeats, kProgress);
+  const std::vector<VerifyCostPoint> pts =
+      MeasureVerifyCost(engine.target(), contexts, rows, repeats, kProgress, profile);
+  const ComputePeak peak = profile ? MeasureComputePeak(engine.pool()) : ComputePeak{};
   const MachineInfo machine = DescribeMachine();
   std::printf("%s | %s | %d threads | target %s\n", machine.cpu.c_str(), machine.simd_target.c_str(),
               engine.threads(), mf.model.c_str());
@@ -237,10 +285,14 @@ int VerifyCost(dflash::Engine& engine, const ModelFlags& mf, const std::string& 
     jpts.push_back(Json{{"context", p.context}, {"rows", p.rows}, {"ms", p.ms}, {"ms_min", p.ms_min},
                         {"ms_max", p.ms_max}, {"ratio", p.ratio}});
   }
+  if (profile) {
+    PrintStages(pts, engine.target().config(), quant::IsBlockQuantized(engine.target().lm_head().dtype), peak, jpts);
+  }
   std::printf("peak RSS %.0f MiB\n", PeakRssMiB());
   if (!json_path.empty()) {
     Json j{{"machine", MachineJson(machine, engine.threads())}, {"model", mf.model}, {"repeats", repeats},
            {"verify_cost", jpts}, {"peak_rss_mib", PeakRssMiB()}};
+    if (profile) j["compute_peak"] = Json{{"f32_gmacs", peak.f32_gmacs}, {"int8_gmacs", peak.int8_gmacs}};
     std::ofstream out(json_path);
     if (!out) Fail(json_path, ": cannot write");
     out << j.dump(2) << "\n";
@@ -326,7 +378,7 @@ int Bench(int argc, char** argv) {
   mf.spec_policy = "always";  // raw DFlash against plain; --spec-policy adaptive measures the policy
   std::string prompts_path, json_path, contexts = "512,8192", rows = "1,2,4,8,16,32";
   int warmup = 1, repeats = 3, bandwidth_mib = 1024, prefill_tokens = 512;
-  bool verify_cost = false, roofline = false;
+  bool verify_cost = false, roofline = false, profile = false;
   Args args("bench",
             "Benchmark plain decoding against DFlash on the same prompts in one run (fixed length,\n"
             "warm-up, interleaved repeats), or with --verify-cost time target passes of several row\n"
@@ -338,6 +390,7 @@ int Bench(int argc, char** argv) {
   args.Option("--repeats", &repeats, "N", "timed rounds (median and min-max reported)");
   args.Option("--json", &json_path, "FILE", "also write the results as JSON");
   args.Flag("--verify-cost", &verify_cost, "time t(rows)/t(1) target passes instead of generating");
+  args.Flag("--profile", &profile, "--verify-cost: also split each pass's time by stage (qkv, attention, ...)");
   args.Flag("--roofline", &roofline, "bandwidth, decode % of roofline, prefill and the verify cost curve");
   args.Option("--contexts", &contexts, "LIST", "context lengths for --verify-cost; --roofline without it uses 512,4096,16384");
   args.Option("--rows", &rows, "LIST", "row counts for --verify-cost / --roofline");
@@ -347,6 +400,7 @@ int Bench(int argc, char** argv) {
   if (repeats < 1 || warmup < 0) Fail("--repeats must be >= 1 and --warmup >= 0");
 
   if (verify_cost && roofline) Fail("--verify-cost and --roofline are alternatives (--roofline includes the curve)");
+  if (profile && !verify_cost) Fail("--profile splits --verify-cost passes by stage; add --verify-cost");
   if (roofline && !args.Given("--contexts")) contexts = "512,4096,16384";
   if (verify_cost || roofline) {
     mf.mode = "ar";
@@ -358,7 +412,7 @@ int Bench(int argc, char** argv) {
     mf.prefill_chunk = std::max(mf.prefill_chunk, max_rows);
     if (bandwidth_mib < 1) Fail("--bandwidth-mib must be at least 1, got ", bandwidth_mib);
     dflash::Engine engine(mf.Engine());
-    if (!roofline) return VerifyCost(engine, mf, contexts, rows, repeats, json_path);
+    if (!roofline) return VerifyCost(engine, mf, contexts, rows, repeats, profile, json_path);
     RooflineOptions opt;
     opt.contexts = ctx_list;
     opt.rows = row_list;

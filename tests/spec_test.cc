@@ -140,6 +140,7 @@ class CostedTarget : public TargetModel {
   const WeightRef& embedding() const override { return inner_.embedding(); }
   const WeightRef& lm_head() const override { return inner_.lm_head(); }
   int64_t DecodeBytes(int ctx) const override { return inner_.DecodeBytes(ctx); }
+  void set_profile(PassProfile* profile) override { inner_.set_profile(profile); }
 
  private:
   TargetModel& inner_;

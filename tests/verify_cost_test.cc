@@ -7,11 +7,13 @@
 #include <functional>
 #include <string>
 
+#include "bench/compute_peak.h"
 #include "bench/roofline.h"
 #include "bench/verify_cost.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/qwen3.h"
+#include "ops/ops.h"
 #include "testing/random_model.h"
 
 namespace dflash {
@@ -82,6 +84,62 @@ TEST(VerifyCost, CurveCoversEveryPointAndLeavesTheCacheEmpty) {
   EXPECT_EQ(pts[3].ratio, 1.0);
   EXPECT_EQ(model.kv_length(), 0);
   EXPECT_NE(ErrorOf([&] { MeasureVerifyCost(model, {290}, {16}, 1); }).find("raise --ctx"), std::string::npos);
+}
+
+// A profiled curve splits each pass into stages that together are the pass (the clock covers
+// all of Forward but its argument checks) and every matrix stage costs something; an
+// unprofiled curve reports no stages.
+TEST(VerifyCost, ProfileSplitsEachPassIntoItsStages) {
+  ThreadPool pool(2);
+  auto rt = MakeRandomTarget(97, 32, 2, 6);
+  Qwen3Model model(rt->config, rt->weights.store, SmallCache(DType::kF16), pool);
+  const std::vector<VerifyCostPoint> pts = MeasureVerifyCost(model, {100}, {8}, 3, {}, /*profile=*/true);
+  ASSERT_EQ(pts.size(), 2u);
+  for (const VerifyCostPoint& p : pts) {
+    double total = 0;
+    for (double ms : p.stages.ms) {
+      EXPECT_GE(ms, 0.0);
+      total += ms;
+    }
+    for (PassStage s : {PassStage::kQkv, PassStage::kAttention, PassStage::kOProj, PassStage::kGateUp,
+                        PassStage::kDown, PassStage::kLmHead}) {
+      EXPECT_GT(p.stages[s], 0.0) << PassStageName(s) << " rows " << p.rows;
+    }
+    EXPECT_LE(total, p.ms_max) << "rows " << p.rows;
+    EXPECT_GE(total, 0.8 * p.ms_min) << "rows " << p.rows;
+  }
+  for (const VerifyCostPoint& p : MeasureVerifyCost(model, {100}, {8}, 1)) {
+    for (double ms : p.stages.ms) EXPECT_EQ(ms, 0.0);
+  }
+}
+
+// Multiply-adds of a pass, counted by hand for a 2-layer config: every row's matrices and LM
+// head, and per layer 2 * heads * head_dim per key each row attends to (a window caps them).
+TEST(VerifyCost, PassMacsCountMatricesAndEachRowsKeys) {
+  DecoderConfig c;
+  c.hidden_size = 8;
+  c.intermediate_size = 12;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 2;
+  c.num_layers = 2;
+  c.vocab_size = 10;
+  c.layer_window = {0, 3};
+  const PassMacs m = CountPassMacs(c, /*context=*/5, /*rows=*/2);
+  const double layer = 8 * (8 + 2 * 4) + 8 * 8 + 3 * 12 * 8;  // q, k, v; o; gate, up, down
+  EXPECT_EQ(m.matmul, 2 * (2 * layer + 10 * 8));
+  // Rows attend to 6 and 7 keys; the windowed layer to 3 each.
+  EXPECT_EQ(m.attention, 2.0 * 4 * 2 * ((6 + 7) + (3 + 3)));
+}
+
+// The compute probe reports positive rates, int8 only where the SIMD target has dot products.
+TEST(ComputePeak, RatesArePositiveAndPassesAreChecked) {
+  ThreadPool pool(2);
+  const ComputePeak p = MeasureComputePeak(pool, 1);
+  EXPECT_GT(p.f32_gmacs, 0.0);
+  EXPECT_GE(p.int8_gmacs, 0.0);
+  if (std::string(ops::SimdTargetName()) == "AVX3_DL") EXPECT_GT(p.int8_gmacs, 0.0);
+  EXPECT_NE(ErrorOf([&] { MeasureComputePeak(pool, 0); }).find("passes must be at least 1"), std::string::npos);
 }
 
 // The roofline is the higher of the two bandwidth probes, and each context's decode point is

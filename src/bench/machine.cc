@@ -5,6 +5,7 @@
 #include <fstream>
 #include <thread>
 
+#include "ops/amx.h"
 #include "ops/ops.h"
 
 namespace dflash {
@@ -29,8 +30,12 @@ MachineInfo DescribeMachine() {
   MachineInfo m;
   m.cpu = ProcField("/proc/cpuinfo", "model name");
   if (m.cpu.empty()) m.cpu = "unknown";
+  // "model\t\t: 2": the key with its tab, so that "model name" does not match.
+  const std::string family = ProcField("/proc/cpuinfo", "cpu family"), model = ProcField("/proc/cpuinfo", "model\t");
+  if (!family.empty() && !model.empty()) m.cpu += " (family " + family + " model " + model + ")";
   m.hardware_threads = static_cast<int>(std::thread::hardware_concurrency());
   m.simd_target = ops::SimdTargetName();
+  if (ops::AmxActive()) m.simd_target += "+AMX";
   const std::string mem = ProcField("/proc/meminfo", "MemTotal");  // "24576000 kB"
   if (!mem.empty()) m.memory_gb = std::stod(mem) / (1024.0 * 1024.0);
   return m;

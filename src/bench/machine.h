@@ -8,9 +8,11 @@
 namespace dflash {
 
 struct MachineInfo {
-  std::string cpu;          // /proc/cpuinfo model name
+  // /proc/cpuinfo model name and, since a virtual machine's name often omits the generation
+  // ("AMD EPYC"), its family and model numbers: "AMD EPYC (family 26 model 2)".
+  std::string cpu;
   int hardware_threads = 0;
-  std::string simd_target;  // Highway target chosen at run time
+  std::string simd_target;  // Highway target chosen at run time, "+AMX" where the tiles are used
   double memory_gb = 0;     // MemTotal
 };
 

@@ -24,9 +24,25 @@ double TimeForwardMs(TargetModel& target, std::span<const int32_t> tokens) {
 
 }  // namespace
 
+PassMacs CountPassMacs(const DecoderConfig& c, int context, int rows) {
+  const double H = c.hidden_size, I = c.intermediate_size, hd = c.head_dim;
+  const double q_dim = c.num_heads * hd, kv_dim = c.num_kv_heads * hd;
+  const double layer = H * (q_dim + 2 * kv_dim) + q_dim * H + 3 * I * H;
+  PassMacs m;
+  m.matmul = rows * (c.num_layers * layer + static_cast<double>(c.vocab_size) * H);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const int window = c.layer_window.empty() ? 0 : c.layer_window[l];
+    for (int r = 0; r < rows; ++r) {
+      const int keys = context + r + 1;
+      m.attention += 2.0 * c.num_heads * hd * (window > 0 ? std::min(keys, window) : keys);
+    }
+  }
+  return m;
+}
+
 std::vector<VerifyCostPoint> MeasureVerifyCost(TargetModel& target, std::vector<int> contexts,
                                                std::vector<int> rows, int repeats,
-                                               const Progress& progress) {
+                                               const Progress& progress, bool profile) {
   std::sort(contexts.begin(), contexts.end());
   std::sort(rows.begin(), rows.end());
   if (rows.empty() || rows.front() != 1) rows.insert(rows.begin(), 1);  // the reference pass
@@ -47,13 +63,16 @@ std::vector<VerifyCostPoint> MeasureVerifyCost(TargetModel& target, std::vector<
       const std::vector<int32_t> block = FillerTokens(r, vocab, ctx + 7);
       TimeForwardMs(target, block);  // warm-up
       target.Truncate(ctx);
+      VerifyCostPoint p;
+      target.set_profile(profile ? &p.stages : nullptr);
       std::vector<double> times;
       for (int i = 0; i < repeats; ++i) {
         times.push_back(TimeForwardMs(target, block));
         target.Truncate(ctx);
       }
+      target.set_profile(nullptr);
+      for (double& ms : p.stages.ms) ms /= repeats;
       std::sort(times.begin(), times.end());
-      VerifyCostPoint p;
       p.context = ctx;
       p.rows = r;
       p.ms = times[times.size() / 2];

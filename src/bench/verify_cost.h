@@ -18,15 +18,25 @@ struct VerifyCostPoint {
   double ms = 0;     // median time of the pass
   double ms_min = 0, ms_max = 0;
   double ratio = 0;  // ms / ms of the 1-row pass at the same context
+  PassProfile stages;  // with profiling: mean ms per stage of the timed passes
 };
+
+// The multiply-adds of one target pass of `rows` rows on top of `context` cached positions,
+// every row's logits computed (as MeasureVerifyCost's passes do): the matrices (layers and LM
+// head) and attention (scores and value sums over each row's keys, sliding windows included).
+struct PassMacs {
+  double matmul = 0, attention = 0;
+};
+PassMacs CountPassMacs(const DecoderConfig& c, int context, int rows);
 
 using Progress = std::function<void(const char* what, int done, int total)>;
 
 // Fills the target's KV cache to each context (ascending) with synthetic keys and values
 // (TargetModel::FillSyntheticKv: no prefill, so 16k contexts take seconds), then times Forward
 // of each row count `repeats` times (after one warm-up), cropping back after every pass.
+// `profile` also splits the timed passes by stage (its clock reads are in the times).
 std::vector<VerifyCostPoint> MeasureVerifyCost(TargetModel& target, std::vector<int> contexts,
                                                std::vector<int> rows, int repeats,
-                                               const Progress& progress = {});
+                                               const Progress& progress = {}, bool profile = false);
 
 }  // namespace dflash

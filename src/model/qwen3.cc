@@ -124,7 +124,7 @@ void Qwen3Model::FillSyntheticKv(int length) {
   kv_->length = length;
 }
 
-void Qwen3Model::Attention(int layer, int n) {
+void Qwen3Model::Attention(int layer, int n, StageClock& clock) {
   const DecoderLayerWeights& w = layers_[layer];
   const int pos0 = kv_->length;
   uint8_t* k_layer = kv_->k.data() + static_cast<size_t>(layer) * KvLayerBytes();
@@ -136,6 +136,7 @@ void Qwen3Model::Attention(int layer, int n) {
                                     {&w.k_proj, BiasOrNull(w.k_bias), k_rows},
                                     {&w.v_proj, BiasOrNull(w.v_bias), v_rows}};
   ops::MatMulShared(xn_.data(), n, qkv, pool_);
+  clock.Mark(PassStage::kQkv);
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   ops::RmsNorm(q_.data(), static_cast<int64_t>(n) * cfg_.num_heads, cfg_.head_dim, w.q_norm.data(), eps, q_.data());
   ops::RmsNorm(k_rows, static_cast<int64_t>(n) * cfg_.num_kv_heads, cfg_.head_dim, w.k_norm.data(), eps, k_rows);
@@ -153,8 +154,11 @@ void Qwen3Model::Attention(int layer, int n) {
                             1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
   const ops::KvView kv{k_layer, v_layer, cfg_.head_dim, options_.kv_type, KvHeadPositions() * cfg_.head_dim,
                        /*keys_tiled=*/true};
+  clock.Mark(PassStage::kOther);
   ops::Attention(q_.data(), n, q_dim_, shape, kv, key_begin_.data(), key_end_.data(), attn_.data(), q_dim_, pool_);
+  clock.Mark(PassStage::kAttention);
   ops::MatMul(attn_.data(), n, w.o_proj, BiasOrNull(w.o_bias), xn_.data(), pool_);
+  clock.Mark(PassStage::kOProj);
 }
 
 void Qwen3Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
@@ -165,6 +169,7 @@ void Qwen3Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
   if (kv_->length + n > options_.kv_capacity) {
     Fail("context full: ", kv_->length + n, " positions needed, KV cache holds ", options_.kv_capacity);
   }
+  StageClock clock(profile_);
   for (int r = 0; r < n; ++r) {
     if (tokens[r] < 0 || tokens[r] >= cfg_.vocab_size) {
       Fail("token id ", tokens[r], " is outside the vocabulary (", cfg_.vocab_size, ")");
@@ -176,13 +181,18 @@ void Qwen3Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
   for (int l = 0; l < cfg_.num_layers; ++l) {
     const DecoderLayerWeights& w = layers_[l];
     ops::RmsNorm(x_.data(), n, H, w.input_norm.data(), eps, xn_.data());
-    Attention(l, n);
+    clock.Mark(PassStage::kOther);
+    Attention(l, n, clock);
     ops::AddInPlace(x_.data(), xn_.data(), n * H);
     ops::RmsNorm(x_.data(), n, H, w.post_attention_norm.data(), eps, xn_.data());
+    clock.Mark(PassStage::kOther);
     const ops::MatMulOutput gate_up[] = {{&w.gate_proj, nullptr, gate_.data()}, {&w.up_proj, nullptr, up_.data()}};
     ops::MatMulShared(xn_.data(), n, gate_up, pool_);
+    clock.Mark(PassStage::kGateUp);
     ops::SiluMul(gate_.data(), up_.data(), n * I, gate_.data());
+    clock.Mark(PassStage::kOther);
     ops::MatMul(gate_.data(), n, w.down_proj, nullptr, xn_.data(), pool_);
+    clock.Mark(PassStage::kDown);
     ops::AddInPlace(x_.data(), xn_.data(), n * H);
     if (l < cfg_.num_layers - 1) Capture(l, x_.data(), n);
   }
@@ -195,7 +205,9 @@ void Qwen3Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
   const int normed = capture_last ? 0 : first;
   ops::RmsNorm(x_.data() + normed * H, n - normed, H, final_norm_.data(), eps, xn_.data());
   if (capture_last) Capture(cfg_.num_layers - 1, xn_.data(), n);
+  clock.Mark(PassStage::kOther);
   ops::MatMul(xn_.data() + (first - normed) * H, n - first, lm_head_, nullptr, logits_.data(), pool_);
+  clock.Mark(PassStage::kLmHead);
 }
 
 int64_t Qwen3Model::DecodeBytes(int ctx) const {

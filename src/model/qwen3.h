@@ -55,6 +55,7 @@ class Qwen3Model final : public TargetModel {
   const WeightRef& embedding() const override { return embed_; }
   const WeightRef& lm_head() const override { return lm_head_; }
   int64_t DecodeBytes(int ctx) const override;
+  void set_profile(PassProfile* profile) override { profile_ = profile; }
 
   // A cache for one sequence, sized for kv_capacity positions; Bind() makes it the one that
   // Forward and Truncate use (nullptr: the model's own, if it has one).
@@ -63,7 +64,7 @@ class Qwen3Model final : public TargetModel {
   size_t kv_bytes() const;  // one sequence's cache
 
  private:
-  void Attention(int layer, int n);
+  void Attention(int layer, int n, StageClock& clock);
   int64_t KvHeadPositions() const;  // positions per head in the cache: kv_capacity in whole key tiles
   size_t KvLayerBytes() const;       // one layer's keys (or values)
   // Stores n rows of kv_dim f32 values ([n][kv_dim], heads side by side) as positions
@@ -83,6 +84,7 @@ class Qwen3Model final : public TargetModel {
 
   KvCache own_kv_;            // empty unless options.own_cache
   KvCache* kv_ = &own_kv_;    // the bound sequence
+  PassProfile* profile_ = nullptr;
 
   // Scratch, max_rows rows each (shapes in the names' comments).
   std::vector<float> x_;         // [R][H] residual stream

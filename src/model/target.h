@@ -7,6 +7,7 @@
 
 #include "core/tensor.h"
 #include "model/config.h"
+#include "model/pass_profile.h"
 
 namespace dflash {
 
@@ -43,6 +44,8 @@ class TargetModel {
   // head included; the embedding only for one row) plus every layer's K and V for the
   // positions it attends to. The numerator of the memory roofline.
   virtual int64_t DecodeBytes(int ctx) const = 0;
+  // While set, every Forward adds its stage times to *profile (nullptr: off, no clock read).
+  virtual void set_profile(PassProfile* profile) = 0;
 };
 
 }  // namespace dflash

@@ -1,0 +1,21 @@
+// The compute roofline of this machine: how many multiply-adds per second all pool threads
+// together can issue, for the two kinds a target pass runs. A one-row decode step is bound by
+// memory (bench/bandwidth.h); a 16-row verify of int8-quantised weights is bound by int8 dot
+// products and its attention by f32 FMAs, so these peaks say how far a verify can still shrink.
+#pragma once
+
+#include "core/thread_pool.h"
+
+namespace dflash {
+
+struct ComputePeak {
+  double f32_gmacs = 0;   // G f32 multiply-adds per second (vector FMAs x lanes)
+  double int8_gmacs = 0;  // G int8 multiply-adds per second (VNNI dot products); 0 where the
+                          // chosen SIMD target has none
+};
+
+// Best of `passes` timed runs (after one warm-up) of independent FMA / dot-product chains with
+// no memory traffic, one task per pool thread, all at once. Throws Error for passes < 1.
+ComputePeak MeasureComputePeak(ThreadPool& pool, int passes = 3);
+
+}  // namespace dflash
