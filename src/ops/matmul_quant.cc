@@ -32,6 +32,7 @@
 #ifndef DFLASH_OPS_MATMUL_QUANT_ONCE
 #define DFLASH_OPS_MATMUL_QUANT_ONCE
 #include <algorithm>
+#include <bit>
 #include <vector>
 
 #include "core/error.h"
@@ -84,7 +85,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // Row r of x (K wide) quantised into `out` (see quant_activations.h).
 void QuantizeRow(const float* x, int64_t r, int offset, QuantizedRows& out) {
-  const int64_t K = out.k, kp = out.k_pad;
+  const int64_t K = out.k;
   const hn::CappedTag<float, 16> df;
   const hn::RebindToSigned<decltype(df)> di;
   const hn::Rebind<int8_t, decltype(df)> d8;
@@ -101,35 +102,45 @@ void QuantizeRow(const float* x, int64_t r, int offset, QuantizedRows& out) {
     const float d = hn::GetLane(hn::MaxOfLanes(df, amax)) / 127.0f;
     const float id = d == 0.0f ? 0.0f : 1.0f / d;
     const auto vid = hn::Set(df, id);
-    int8_t* codes = out.codes.data() + r * kp + 32 * b;
+    const int64_t slot = out.Slot(r, b);
+    int8_t* codes = out.codes.data() + 32 * slot;
     int32_t code_sum[2] = {0, 0};  // per 16 codes; N divides 16
     for (int64_t j = 0; j < 32; j += N) {
       const auto q = hn::Min(hn::Max(hn::NearestInt(hn::Mul(hn::LoadU(df, xb + j), vid)), lo), hi);
       hn::StoreU(hn::DemoteTo(d8, q), d8, codes + j);
       code_sum[j / 16] += hn::GetLane(hn::SumOfLanes(di, q));
     }
-    out.block_scale[r * kp / 32 + b] = d;
-    out.block_sum[r * kp / 32 + b] = hn::GetLane(hn::SumOfLanes(df, sum));
-    for (int h = 0; h < 2; ++h) out.init16[r * kp / 16 + 2 * b + h] = -offset * code_sum[h];
-    out.init32[r * kp / 32 + b] = -offset * (code_sum[0] + code_sum[1]);
+    out.block_scale[slot] = d;
+    out.block_sum[slot] = hn::GetLane(hn::SumOfLanes(df, sum));
+    for (int h = 0; h < 2; ++h) out.init16[out.Slot16(r, 32 * b + 16 * h)] = -offset * code_sum[h];
+    out.init32[slot] = -offset * (code_sum[0] + code_sum[1]);
   }
 }
 
-// Quantises M rows of x into codes with room for tile_rows >= M, rows spread over the pool
-// (the weights' pass cannot start before it ends, so a serial quantisation idles the workers).
-void QuantizeActivations(const float* x, int64_t M, int64_t K, int offset, int64_t tile_rows,
-                         QuantizedRows& out, ThreadPool& pool) {
+// Quantises M rows of x (K wide, whole 32-element blocks) in groups of 16 rows, or of M rounded
+// up to a power of two when fewer (quant_activations.h), rows spread over the pool (the weights'
+// pass cannot start before it ends, so a serial quantisation idles the workers).
+void QuantizeActivations(const float* x, int64_t M, int64_t K, int offset, QuantizedRows& out, ThreadPool& pool) {
   out.rows = M;
   out.k = K;
-  out.k_pad = (K + 63) / 64 * 64;
-  out.tile_rows = tile_rows;
-  const int64_t kp = out.k_pad;
-  // assign() rather than resize(): the padding must be zero whatever an earlier call left.
-  out.codes.assign(tile_rows * kp, 0);
-  out.init16.assign(tile_rows * kp / 16, 0);
-  out.init32.assign(tile_rows * kp / 32, 0);
-  out.block_scale.assign(tile_rows * kp / 32, 0.0f);
-  out.block_sum.assign(tile_rows * kp / 32, 0.0f);
+  out.blocks = K / 32;
+  out.group_shift = std::countr_zero(std::bit_ceil(static_cast<uint64_t>(std::min(M, kQRowTile))));
+  const int64_t padded = out.padded_rows(), slots = padded * out.blocks;
+  out.codes.resize(32 * slots);
+  out.init16.resize(2 * slots);
+  out.init32.resize(slots);
+  out.block_scale.resize(slots);
+  out.block_sum.resize(slots);
+  // The padding rows: zero whatever an earlier call left there.
+  for (int64_t r = M; r < padded; ++r) {
+    for (int64_t b = 0; b < out.blocks; ++b) {
+      const int64_t slot = out.Slot(r, b);
+      std::fill_n(out.codes.data() + 32 * slot, 32, int8_t{0});
+      for (int h = 0; h < 2; ++h) out.init16[out.Slot16(r, 32 * b + 16 * h)] = 0;
+      out.init32[slot] = 0;
+      out.block_scale[slot] = out.block_sum[slot] = 0.0f;
+    }
+  }
   constexpr int64_t kRowsPerTask = 4;
   pool.ParallelFor((M + kRowsPerTask - 1) / kRowsPerTask, [&](int64_t task) {
     for (int64_t r = task * kRowsPerTask; r < std::min(M, (task + 1) * kRowsPerTask); ++r) QuantizeRow(x, r, offset, out);
@@ -200,15 +211,13 @@ void DecodeRow(const WeightRef& w, int64_t n, DecodedRow& out) {
 }
 
 float PortableDot(const DecodedRow& wr, const QuantizedRows& xq, int64_t m) {
-  const int8_t* q = xq.Codes(m);
-  const float* dx = xq.BlockScale(m);
-  const float* bsum = xq.BlockSum(m);
   float acc = 0.0f;
   for (int64_t g = 0; g < xq.k / 16; ++g) {
+    const int8_t* q = xq.Codes(m, 16 * g);
     int32_t sum = 0;
-    for (int j = 0; j < 16; ++j) sum += int32_t{wr.codes[16 * g + j]} * q[16 * g + j];
-    acc += wr.scale[g] * dx[g / 2] * static_cast<float>(sum);
-    if (!wr.mins.empty() && g % 2 == 1) acc -= wr.mins[g / 2] * bsum[g / 2];
+    for (int j = 0; j < 16; ++j) sum += int32_t{wr.codes[16 * g + j]} * q[j];
+    acc += wr.scale[g] * *xq.BlockScale(m, 16 * g) * static_cast<float>(sum);
+    if (!wr.mins.empty() && g % 2 == 1) acc -= wr.mins[g / 2] * *xq.BlockSum(m, 16 * g);
   }
   return acc;
 }
@@ -247,10 +256,11 @@ HWY_INLINE void ScaleBlock(__m512i isum, __m512 wscale, __m512 wmin, float dx, f
   if (kMin) acc = _mm512_fnmadd_ps(wmin, _mm512_set1_ps(bsum), acc);
 }
 
-// The integer sums of a block start at -offset * (sum of the x codes it covers).
+// The integer sums of a block start at -offset * (sum of the x codes it covers): row m's
+// start for the 32 (Q = 8) or 16 (Q = 4) elements from k0; row m + r's is r further.
 template <int Q>
-HWY_INLINE int32_t CodeInit(const QuantizedRows& xq, int64_t r, int64_t k0) {
-  return Q == 8 ? xq.Init32(r)[k0 / 32] : xq.Init16(r)[k0 / 16];
+HWY_INLINE const int32_t* CodeInit(const QuantizedRows& xq, int64_t m, int64_t k0) {
+  return Q == 8 ? xq.Init32(m, k0) : xq.Init16(m, k0);
 }
 
 // acc += codes · (the 4 activation codes at x, in every lane), the broadcast folded into
@@ -268,20 +278,24 @@ HWY_INLINE void DotBroadcast(__m512i& acc, __m512i codes, const int8_t* x) {
 template <int R, int Q, bool kInit, bool kMin>
 HWY_INLINE void Step(const __m512i* codes, __m512 wscale, __m512 wmin, const QuantizedRows& xq,
                      int64_t m, int64_t k0, __m512 (&acc)[R]) {
+  const int8_t* xc0 = xq.Codes(m, k0);
+  const int32_t* init = CodeInit<Q>(xq, m, k0);
+  const float* dx = xq.BlockScale(m, k0);
+  const float* bsum = xq.BlockSum(m, k0);
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
-    const int8_t* xc = xq.Codes(m + r) + k0;
+    const int8_t* xc = xc0 + 32 * r;
     // With few rows a single vpdpbusd chain would wait on its own latency; integer sums are
     // exact, so splitting the chain changes no bit.
     constexpr int kChains = R == 1 ? 4 : R == 2 ? 2 : 1;
     __m512i part[kChains];
-    part[0] = _mm512_set1_epi32(kInit ? CodeInit<Q>(xq, m + r, k0) : 0);
+    part[0] = _mm512_set1_epi32(kInit ? init[r] : 0);
     for (int c = 1; c < kChains; ++c) part[c] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int q = 0; q < Q; ++q) DotBroadcast(part[q % kChains], codes[q], xc + 4 * q);
     __m512i isum = part[0];
     for (int c = 1; c < kChains; ++c) isum = _mm512_add_epi32(isum, part[c]);
-    ScaleBlock<kMin>(isum, wscale, wmin, xq.BlockScale(m + r)[k0 / 32], xq.BlockSum(m + r)[k0 / 32], acc[r]);
+    ScaleBlock<kMin>(isum, wscale, wmin, dx[r], bsum[r], acc[r]);
   }
 }
 
@@ -417,7 +431,7 @@ struct Q6_KFormat {
 
 // y[r, c] for R activation rows from m and the columns of g. With several rows a block takes
 // long enough that the hardware prefetcher falls behind and memory stops overlapping compute,
-// so the formats ask for the lines ahead when R > 1: Q8_0 and Q4_0 here, 1 KB ahead; the
+// so the formats ask for the lines ahead when R > 1: Q8_0 and Q4_0 here, 4 KB ahead; the
 // K-quants inside Block, an eighth of the next super-block per sub-block step (asking for a
 // whole super-block at once made them 10-25% slower). Qwen3-0.6B's LM head, 2 threads, EPYC,
 // interleaved runs: 16 rows Q8_0 14.5-15.0 -> 12.4-13.4 ms, Q4_K 13.0-21.6 -> 10.5-15.8 ms,
@@ -426,11 +440,14 @@ struct Q6_KFormat {
 // and Q6_K (since its codes are bytes) 6.1-6.3 -> 7.4-7.5 ms with 1 thread. On the Xeon one row
 // gains from asking (Qwen3-0.6B decode at 512 context, 2 threads, interleaved: Q8_0 28.2-30.2 ->
 // 26.6-27.1 ms, Q4_K 20.9-21.8 -> 17.6-18.0 ms), so Intel CPUs ask for one row too (Q6_K,
-// not measured there, keeps asking only for several).
+// not measured there, keeps asking only for several), 1 KB ahead as measured there. Several rows
+// asked 1 KB ahead until a 16-row block took longer than that distance covers in DRAM latency:
+// Qwen3-0.6B Q8_0 16-row pass at 512 context, 2 threads, EPYC (Zen 5), interleaved: 44.9-45.2 ->
+// 41.3-42.3 ms; two K-quant super-blocks ahead instead of one measured slower for 16 rows.
 template <class F, int R>
 HWY_NOINLINE void GroupRows(const PackedColumns& g, const QuantizedRows& xq, int64_t m, int64_t K,
                             float* y, int64_t y_stride) {
-  constexpr int64_t kAhead = 1024 / (64 * F::kVectors);  // blocks
+  constexpr int64_t kAhead = (R > 1 ? 4096 : 1024) / (64 * F::kVectors);  // blocks
   const bool ahead = R > 1 || PrefetchOneRow();
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
@@ -460,8 +477,8 @@ void Avx3Columns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begin, i
 
 // ------------------------------------------------------------------------------------------
 // AMX path. One tile dot product computes C[r][n] = sum_k A[r][k] * B[k/4][n][k%4], the 16 x 16
-// integer sums of one 32-element block: A is 16 activation rows' codes (row-major, k_pad
-// apart), B the block's packed weight codes, whose 8 vectors of 16 columns x 4 codes are
+// integer sums of one 32-element block: A is 16 activation rows' codes (one group's block, 32
+// bytes per row), B the block's packed weight codes, whose 8 vectors of 16 columns x 4 codes are
 // exactly the B layout (Q8_0: in place; Q4_K: once its nibbles are split). Row r of C is the
 // block's sums for y[r, the 16 columns], which ScaleBlock adds as Step() would.
 
@@ -503,7 +520,7 @@ struct TileStep {
 // intrinsics paste their register numbers into asm text, so each set is spelled out. A is
 // signed (activation codes), B unsigned (weight codes): TDPBSUD.
 #define DFLASH_TILE_DOT(A, B, C)                            \
-  _tile_loadd(A, xq.Codes(m0) + 32 * s, xq.k_pad);          \
+  _tile_loadd(A, xq.Codes(m0, 32 * s), 32);                 \
   _tile_loadd(B, st.b, 64);                                 \
   _tile_zero(C);                                            \
   _tile_dpbsud(C, A, B);                                    \
@@ -525,11 +542,14 @@ template <class F>
 HWY_INLINE void TileScale(const QuantizedRows& xq, int64_t m0, int64_t s, const TileStep& st,
                           __m512 (&acc)[kQRowTile]) {
   MemoryBarrier();
+  const int32_t* init = CodeInit<8>(xq, m0, 32 * s);
+  const float* dx = xq.BlockScale(m0, 32 * s);
+  const float* bsum = xq.BlockSum(m0, 32 * s);
 #pragma GCC unroll 16
   for (int r = 0; r < kQRowTile; ++r) {
     __m512i isum = _mm512_load_si512(st.c + kQCols * r);
-    if (F::kInit) isum = _mm512_add_epi32(isum, _mm512_set1_epi32(CodeInit<8>(xq, m0 + r, 32 * s)));
-    ScaleBlock<F::kMin>(isum, st.wscale, st.wmin, xq.BlockScale(m0 + r)[s], xq.BlockSum(m0 + r)[s], acc[r]);
+    if (F::kInit) isum = _mm512_add_epi32(isum, _mm512_set1_epi32(init[r]));
+    ScaleBlock<F::kMin>(isum, st.wscale, st.wmin, dx[r], bsum[r], acc[r]);
   }
 }
 
@@ -619,6 +639,7 @@ HWY_INLINE void TileRows(F& format, const QuantizedRows& xq, int64_t m0, int64_t
 
 template <class F>
 void AmxColumns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begin, int64_t n_end, float* y) {
+  HWY_DASSERT(xq.group() == kQRowTile);  // kAmxMinRows rows or more make whole groups of 16
   ConfigureTiles();
   const int64_t Nout = w.rows;
   for (int64_t n = n_begin; n < n_end; n += kQCols) {
@@ -668,8 +689,7 @@ void MatMulQuantImpl(const float* x, int64_t M, const MatMulOutput* outputs, int
     offset = std::max(offset, CodeOffset(outputs[s].w->dtype));
     segments[s] = {outputs[s].w->rows, outputs[s].bias, outputs[s].y};
   }
-  const int64_t tile_rows = amx_mask ? (M + kQRowTile - 1) / kQRowTile * kQRowTile : M;
-  QuantizeActivations(x, M, outputs[0].w->cols, offset, tile_rows, xq, pool);
+  QuantizeActivations(x, M, outputs[0].w->cols, offset, xq, pool);
   ForColumnTasks(M, std::span<const ColumnSegment>(segments, count), kQCols, pool,
                  [&](int s, int64_t n_begin, int64_t n_end) {
                    Columns(xq, *outputs[s].w, n_begin, n_end, outputs[s].y, (amx_mask >> s) & 1);
