@@ -102,7 +102,7 @@ void QuantizeRow(const float* x, int64_t r, int offset, QuantizedRows& out) {
     const float d = hn::GetLane(hn::MaxOfLanes(df, amax)) / 127.0f;
     const float id = d == 0.0f ? 0.0f : 1.0f / d;
     const auto vid = hn::Set(df, id);
-    const int64_t slot = out.Slot(r, b);
+    const int64_t slot = out.Base(r) + b * out.group();
     int8_t* codes = out.codes.data() + 32 * slot;
     int32_t code_sum[2] = {0, 0};  // per 16 codes; N divides 16
     for (int64_t j = 0; j < 32; j += N) {
@@ -112,7 +112,7 @@ void QuantizeRow(const float* x, int64_t r, int offset, QuantizedRows& out) {
     }
     out.block_scale[slot] = d;
     out.block_sum[slot] = hn::GetLane(hn::SumOfLanes(df, sum));
-    for (int h = 0; h < 2; ++h) out.init16[out.Slot16(r, 32 * b + 16 * h)] = -offset * code_sum[h];
+    for (int h = 0; h < 2; ++h) out.init16[out.Base16(r) + (2 * b + h) * out.group()] = -offset * code_sum[h];
     out.init32[slot] = -offset * (code_sum[0] + code_sum[1]);
   }
 }
@@ -134,9 +134,9 @@ void QuantizeActivations(const float* x, int64_t M, int64_t K, int offset, Quant
   // The padding rows: zero whatever an earlier call left there.
   for (int64_t r = M; r < padded; ++r) {
     for (int64_t b = 0; b < out.blocks; ++b) {
-      const int64_t slot = out.Slot(r, b);
+      const int64_t slot = out.Base(r) + b * out.group();
       std::fill_n(out.codes.data() + 32 * slot, 32, int8_t{0});
-      for (int h = 0; h < 2; ++h) out.init16[out.Slot16(r, 32 * b + 16 * h)] = 0;
+      for (int h = 0; h < 2; ++h) out.init16[out.Base16(r) + (2 * b + h) * out.group()] = 0;
       out.init32[slot] = 0;
       out.block_scale[slot] = out.block_sum[slot] = 0.0f;
     }
@@ -211,13 +211,14 @@ void DecodeRow(const WeightRef& w, int64_t n, DecodedRow& out) {
 }
 
 float PortableDot(const DecodedRow& wr, const QuantizedRows& xq, int64_t m) {
+  const QuantizedRun x = xq.Run(m);
   float acc = 0.0f;
   for (int64_t g = 0; g < xq.k / 16; ++g) {
-    const int8_t* q = xq.Codes(m, 16 * g);
+    const int8_t* q = x.Codes(16 * g);
     int32_t sum = 0;
     for (int j = 0; j < 16; ++j) sum += int32_t{wr.codes[16 * g + j]} * q[j];
-    acc += wr.scale[g] * *xq.BlockScale(m, 16 * g) * static_cast<float>(sum);
-    if (!wr.mins.empty() && g % 2 == 1) acc -= wr.mins[g / 2] * *xq.BlockSum(m, 16 * g);
+    acc += wr.scale[g] * *x.BlockScale(16 * g) * static_cast<float>(sum);
+    if (!wr.mins.empty() && g % 2 == 1) acc -= wr.mins[g / 2] * *x.BlockSum(16 * g);
   }
   return acc;
 }
@@ -259,8 +260,8 @@ HWY_INLINE void ScaleBlock(__m512i isum, __m512 wscale, __m512 wmin, float dx, f
 // The integer sums of a block start at -offset * (sum of the x codes it covers): row m's
 // start for the 32 (Q = 8) or 16 (Q = 4) elements from k0; row m + r's is r further.
 template <int Q>
-HWY_INLINE const int32_t* CodeInit(const QuantizedRows& xq, int64_t m, int64_t k0) {
-  return Q == 8 ? xq.Init32(m, k0) : xq.Init16(m, k0);
+HWY_INLINE const int32_t* CodeInit(const QuantizedRun& x, int64_t k0) {
+  return Q == 8 ? x.Init32(k0) : x.Init16(k0);
 }
 
 // acc += codes · (the 4 activation codes at x, in every lane), the broadcast folded into
@@ -274,14 +275,14 @@ HWY_INLINE void DotBroadcast(__m512i& acc, __m512i codes, const int8_t* x) {
 }
 
 // acc[r] += block of Q code vectors (8: a 32-element block, 4: a 16-element group) at k0
-// against row m + r's codes, scaled; kInit applies the codes' offset.
+// against the codes of row r of run x, scaled; kInit applies the codes' offset.
 template <int R, int Q, bool kInit, bool kMin>
-HWY_INLINE void Step(const __m512i* codes, __m512 wscale, __m512 wmin, const QuantizedRows& xq,
-                     int64_t m, int64_t k0, __m512 (&acc)[R]) {
-  const int8_t* xc0 = xq.Codes(m, k0);
-  const int32_t* init = CodeInit<Q>(xq, m, k0);
-  const float* dx = xq.BlockScale(m, k0);
-  const float* bsum = xq.BlockSum(m, k0);
+HWY_INLINE void Step(const __m512i* codes, __m512 wscale, __m512 wmin, const QuantizedRun& x, int64_t k0,
+                     __m512 (&acc)[R]) {
+  const int8_t* xc0 = x.Codes(k0);
+  const int32_t* init = CodeInit<Q>(x, k0);
+  const float* dx = x.BlockScale(k0);
+  const float* bsum = x.BlockSum(k0);
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     const int8_t* xc = xc0 + 32 * r;
@@ -364,18 +365,18 @@ struct Q4KScales {
 struct Q8_0Format {
   static constexpr int64_t kElems = 32, kVectors = 8;
   template <int R>
-  static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R],
+  static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRun& x, __m512 (&acc)[R],
                               bool ahead) {
     __m512i codes[8];
     for (int i = 0; i < 8; ++i) codes[i] = g.Vector(b, i);
-    Step<R, 8, true, false>(codes, g.F16(b), _mm512_setzero_ps(), xq, m, 32 * b, acc);
+    Step<R, 8, true, false>(codes, g.F16(b), _mm512_setzero_ps(), x, 32 * b, acc);
   }
 };
 
 struct Q4_0Format {
   static constexpr int64_t kElems = 32, kVectors = 4;
   template <int R>
-  static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R],
+  static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRun& x, __m512 (&acc)[R],
                               bool ahead) {
     __m512i codes[8];
     for (int i = 0; i < 4; ++i) {
@@ -383,7 +384,7 @@ struct Q4_0Format {
       codes[i] = _mm512_and_si512(t, Nibbles());                            // elements 4i..
       codes[4 + i] = _mm512_and_si512(_mm512_srli_epi16(t, 4), Nibbles());  // 16 + 4i..
     }
-    Step<R, 8, true, false>(codes, g.F16(b), _mm512_setzero_ps(), xq, m, 32 * b, acc);
+    Step<R, 8, true, false>(codes, g.F16(b), _mm512_setzero_ps(), x, 32 * b, acc);
   }
 };
 
@@ -392,7 +393,7 @@ struct Q4_KFormat {
   // Vector i of qs chunk `chunk` (qs bytes 32 chunk + 4i ..).
   static constexpr int64_t Qs(int chunk, int i) { return 4 + 8 * chunk + i; }
   template <int R>
-  static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R],
+  static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRun& x, __m512 (&acc)[R],
                               bool ahead) {
     const Q4KScales scales(g, b);
     for (int chunk = 0; chunk < 4; ++chunk) {
@@ -404,7 +405,7 @@ struct Q4_KFormat {
           const __m512i t = g.Vector(b, Qs(chunk, i));
           codes[i] = _mm512_and_si512(h ? _mm512_srli_epi16(t, 4) : t, Nibbles());
         }
-        Step<R, 8, false, true>(codes, scales.Scale(j), scales.Min(j), xq, m, 256 * b + 32 * j, acc);
+        Step<R, 8, false, true>(codes, scales.Scale(j), scales.Min(j), x, 256 * b + 32 * j, acc);
       }
     }
   }
@@ -415,7 +416,7 @@ struct Q6_KFormat {
   // Packed vectors: codes 0-63 (4 per 16-element group), int8 scales 64-67 (16 bytes per group).
   static constexpr int64_t kScales = 64;
   template <int R>
-  static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRows& xq, int64_t m, __m512 (&acc)[R],
+  static HWY_INLINE void Block(const PackedColumns& g, int64_t b, const QuantizedRun& x, __m512 (&acc)[R],
                               bool ahead) {
     const __m512 d = g.F16(b);
     for (int group = 0; group < 16; ++group) {
@@ -424,7 +425,7 @@ struct Q6_KFormat {
       for (int i = 0; i < 4; ++i) codes[i] = g.Vector(b, 4 * group + i);
       const auto* sc = reinterpret_cast<const __m128i*>(g.VectorPtr(b, kScales + group / 4) + 16 * (group % 4));
       const __m512 wscale = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(sc))));
-      Step<R, 4, true, false>(codes, wscale, _mm512_setzero_ps(), xq, m, 256 * b + 16 * group, acc);
+      Step<R, 4, true, false>(codes, wscale, _mm512_setzero_ps(), x, 256 * b + 16 * group, acc);
     }
   }
 };
@@ -449,11 +450,12 @@ HWY_NOINLINE void GroupRows(const PackedColumns& g, const QuantizedRows& xq, int
                             float* y, int64_t y_stride) {
   constexpr int64_t kAhead = (R > 1 ? 4096 : 1024) / (64 * F::kVectors);  // blocks
   const bool ahead = R > 1 || PrefetchOneRow();
+  const QuantizedRun x = xq.Run(m);
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < K / F::kElems; ++b) {
     if (F::kElems == 32 && ahead) g.Prefetch(b + kAhead);
-    F::template Block<R>(g, b, xq, m, acc, ahead);
+    F::template Block<R>(g, b, x, acc, ahead);
   }
   const __mmask16 mask = static_cast<__mmask16>((1u << g.count) - 1);
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * y_stride, mask, acc[r]);
@@ -515,19 +517,19 @@ struct TileStep {
   alignas(64) int32_t c[kQRowTile * kQCols];
 };
 
-// C = A · B for block s of the rows from m0, in tile set S (tiles 3S .. 3S + 2), stored to st.c.
+// C = A · B for block s of the 16 rows of run x, in tile set S (tiles 3S .. 3S + 2), stored to st.c.
 // Two sets let the tile unit start a block while the previous one is being stored. The tile
 // intrinsics paste their register numbers into asm text, so each set is spelled out. A is
 // signed (activation codes), B unsigned (weight codes): TDPBSUD.
 #define DFLASH_TILE_DOT(A, B, C)                            \
-  _tile_loadd(A, xq.Codes(m0, 32 * s), 32);                 \
+  _tile_loadd(A, x.Codes(32 * s), 32);                      \
   _tile_loadd(B, st.b, 64);                                 \
   _tile_zero(C);                                            \
   _tile_dpbsud(C, A, B);                                    \
   _tile_stored(C, st.c, 64)
 
 template <int S>
-HWY_INLINE void TileDot(const QuantizedRows& xq, int64_t m0, int64_t s, TileStep& st) {
+HWY_INLINE void TileDot(const QuantizedRun& x, int64_t s, TileStep& st) {
   MemoryBarrier();
   if constexpr (S == 0) {
     DFLASH_TILE_DOT(0, 1, 2);
@@ -537,14 +539,14 @@ HWY_INLINE void TileDot(const QuantizedRows& xq, int64_t m0, int64_t s, TileStep
 }
 #undef DFLASH_TILE_DOT
 
-// acc[r] += block s of row m0 + r, for all 16 rows of the tile (QuantizedRows pads to them).
+// acc[r] += block s of row r of run x, for all 16 rows of the tile (QuantizedRows pads to them).
 template <class F>
-HWY_INLINE void TileScale(const QuantizedRows& xq, int64_t m0, int64_t s, const TileStep& st,
+HWY_INLINE void TileScale(const QuantizedRun& x, int64_t s, const TileStep& st,
                           __m512 (&acc)[kQRowTile]) {
   MemoryBarrier();
-  const int32_t* init = CodeInit<8>(xq, m0, 32 * s);
-  const float* dx = xq.BlockScale(m0, 32 * s);
-  const float* bsum = xq.BlockSum(m0, 32 * s);
+  const int32_t* init = CodeInit<8>(x, 32 * s);
+  const float* dx = x.BlockScale(32 * s);
+  const float* bsum = x.BlockSum(32 * s);
 #pragma GCC unroll 16
   for (int r = 0; r < kQRowTile; ++r) {
     __m512i isum = _mm512_load_si512(st.c + kQCols * r);
@@ -612,11 +614,11 @@ class Q4_KAmx {
   __m512 wscale_[8], wmin_[8];
 };
 
-// acc[r] = y[m0 + r, the group's columns] over all blocks, in block order. A tile store reaches
+// acc[r] = y[row r of run x, the group's columns] over all blocks, in block order. A tile store reaches
 // vector loads only once it has retired, so block s + kDepth's dot product is issued before
 // block s is scaled; tile sets alternate between blocks.
 template <class F>
-HWY_INLINE void TileRows(F& format, const QuantizedRows& xq, int64_t m0, int64_t steps, __m512 (&acc)[kQRowTile]) {
+HWY_INLINE void TileRows(F& format, const QuantizedRun& x, int64_t steps, __m512 (&acc)[kQRowTile]) {
   constexpr int64_t kDepth = 4;
   TileStep st[kDepth];
   const auto issue = [&](int64_t s) {
@@ -625,14 +627,14 @@ HWY_INLINE void TileRows(F& format, const QuantizedRows& xq, int64_t m0, int64_t
     format.Prefetch(s + F::kAhead);
     format.Prepare(s, d);
     if (s % 2 == 0) {
-      TileDot<0>(xq, m0, s, d);
+      TileDot<0>(x, s, d);
     } else {
-      TileDot<1>(xq, m0, s, d);
+      TileDot<1>(x, s, d);
     }
   };
   for (int64_t s = 0; s < kDepth; ++s) issue(s);
   for (int64_t s = 0; s < steps; ++s) {
-    TileScale<F>(xq, m0, s, st[s % kDepth], acc);
+    TileScale<F>(x, s, st[s % kDepth], acc);
     issue(s + kDepth);
   }
 }
@@ -649,7 +651,7 @@ void AmxColumns(const QuantizedRows& xq, const WeightRef& w, int64_t n_begin, in
     for (int64_t m0 = 0; m0 < xq.rows; m0 += kQRowTile) {
       __m512 acc[kQRowTile];
       for (__m512& a : acc) a = _mm512_setzero_ps();
-      TileRows(format, xq, m0, w.cols / 32, acc);
+      TileRows(format, xq.Run(m0), w.cols / 32, acc);
       const int64_t rows = std::min(kQRowTile, xq.rows - m0);
       for (int64_t r = 0; r < rows; ++r) _mm512_mask_storeu_ps(y + (m0 + r) * Nout + n, mask, acc[r]);
     }

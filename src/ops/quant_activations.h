@@ -23,6 +23,25 @@
 
 namespace dflash::ops {
 
+// Rows m, m + 1, ... of one group (QuantizedRows::Run): what a kernel reads, each as one
+// pointer plus fixed offsets. Row m + i's codes lie 32 * i bytes and its per-block values i
+// entries after row m's.
+struct QuantizedRun {
+  const int8_t* codes;
+  const int32_t *init16, *init32;
+  const float *scale, *sum;
+  int64_t group;  // rows per group: consecutive blocks' entries are this many apart
+
+  // Row m's codes from element k0 (a multiple of 16).
+  const int8_t* Codes(int64_t k0) const { return codes + (k0 / 32) * group * 32 + k0 % 32; }
+  // Row m's start of the integer sum over the 16 (Init16) or 32 (Init32) elements from k0.
+  const int32_t* Init16(int64_t k0) const { return init16 + (k0 / 16) * group; }
+  const int32_t* Init32(int64_t k0) const { return init32 + (k0 / 32) * group; }
+  // Row m's d_b and sum of inputs of the block holding element k0.
+  const float* BlockScale(int64_t k0) const { return scale + (k0 / 32) * group; }
+  const float* BlockSum(int64_t k0) const { return sum + (k0 / 32) * group; }
+};
+
 struct QuantizedRows {
   int64_t rows = 0;
   int64_t k = 0;        // elements per row, a multiple of 32
@@ -36,21 +55,15 @@ struct QuantizedRows {
 
   int64_t group() const { return int64_t{1} << group_shift; }
   int64_t padded_rows() const { return (rows + group() - 1) >> group_shift << group_shift; }
-  // Index of row r's entry for block b in the per-block arrays (x 32: its codes).
-  int64_t Slot(int64_t r, int64_t b) const {
-    return (((r >> group_shift) * blocks + b) << group_shift) + (r & (group() - 1));
+  // Index of row r's block-0 entry in the per-block arrays; block b's is b * group() further
+  // (init16's, per 16 elements, use Base16).
+  int64_t Base(int64_t r) const { return (((r >> group_shift) * blocks) << group_shift) + (r & (group() - 1)); }
+  int64_t Base16(int64_t r) const { return (((r >> group_shift) * 2 * blocks) << group_shift) + (r & (group() - 1)); }
+  QuantizedRun Run(int64_t m) const {
+    const int64_t base = Base(m);
+    return {codes.data() + 32 * base, init16.data() + Base16(m), init32.data() + base, block_scale.data() + base,
+            block_sum.data() + base, group()};
   }
-  // The same for init16, whose entries are per 16 elements: the one holding element k0.
-  int64_t Slot16(int64_t r, int64_t k0) const {
-    return (((r >> group_shift) * 2 * blocks + k0 / 16) << group_shift) + (r & (group() - 1));
-  }
-  // Row r's codes from element k0 (a multiple of 16); row r + i's lie 32 * i bytes further.
-  const int8_t* Codes(int64_t r, int64_t k0) const { return codes.data() + 32 * Slot(r, k0 / 32) + k0 % 32; }
-  // Row r's per-block values for the block holding element k0; row r + i's lie i further.
-  const int32_t* Init32(int64_t r, int64_t k0) const { return init32.data() + Slot(r, k0 / 32); }
-  const int32_t* Init16(int64_t r, int64_t k0) const { return init16.data() + Slot16(r, k0); }
-  const float* BlockScale(int64_t r, int64_t k0) const { return block_scale.data() + Slot(r, k0 / 32); }
-  const float* BlockSum(int64_t r, int64_t k0) const { return block_sum.data() + Slot(r, k0 / 32); }
 };
 
 }  // namespace dflash::ops
