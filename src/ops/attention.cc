@@ -33,7 +33,6 @@
 #ifndef DFLASH_OPS_ATTENTION_ONCE
 #define DFLASH_OPS_ATTENTION_ONCE
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -262,6 +261,14 @@ HWY_INLINE float ScaleAndMask(float* s, float scale, int jb, int je) {
   return hn::GetLane(hn::MaxOfLanes(d, vmax));
 }
 
+// x[i] = exp(x[i]) for the (up to four) pairs scored together, lane by lane, so that a pair's
+// rescale does not depend on which pairs share the call. One vector exp instead of a libm call
+// per pair: 16 rows over 512 f16 keys, 1 thread, EPYC (Zen 5), interleaved: 466-479 -> 437-446 us.
+HWY_INLINE void PairRescales(float* x) {
+  const hn::CappedTag<float, 4> d4;
+  for (size_t i = 0; i < 4; i += hn::Lanes(d4)) hn::Store(hn::Exp(d4, hn::Load(d4, x + i)), d4, x + i);
+}
+
 // The sum of a tile's kKvTile exp-shifted scores (masked keys are exactly 0), in one fixed order.
 HWY_INLINE float TileSum(const float* s) {
   const DF d;
@@ -355,15 +362,18 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
           }
           for (; first + 2 <= count; first += 2) score.template operator()<2>(first);
           if (first < count) score.template operator()<1>(first);
-          float rescale[kScorePairs];
+          alignas(16) float rescale[4] = {0.0f, 0.0f, 0.0f, 0.0f}, new_max[kScorePairs];
           for (int i = 0; i < count; ++i) {
-            const float tile_max = ScaleAndMask(s[i], shape.scale, pass[i].jb, pass[i].je);
+            const float old_max = state[pass[i].pair].max;
+            new_max[i] = std::max(old_max, ScaleAndMask(s[i], shape.scale, pass[i].jb, pass[i].je));
+            rescale[i] = old_max - new_max[i];
+          }
+          PairRescales(rescale);  // exp(old max - new max): 0 on the first tile
+          for (int i = 0; i < count; ++i) {
             RowState& st = state[pass[i].pair];
-            const float new_max = std::max(st.max, tile_max);
-            rescale[i] = std::exp(st.max - new_max);  // 0 on the first tile
-            ExpShifted(s[i], new_max);
+            ExpShifted(s[i], new_max[i]);
             st.sum = st.sum * rescale[i] + TileSum(s[i]);
-            st.max = new_max;
+            st.max = new_max[i];
           }
           // Pairs 2k and 2k + 1 are one row's heads where the group is even.
           const int step = group % 2 == 0 ? 2 : 1;
