@@ -31,6 +31,8 @@
 
 #ifndef DFLASH_OPS_MATMUL_QUANT_ONCE
 #define DFLASH_OPS_MATMUL_QUANT_ONCE
+#include <cpuid.h>
+
 #include <algorithm>
 #include <bit>
 #include <vector>
@@ -62,10 +64,19 @@ inline int CodeOffset(DType t) {
 // (bench/matmul_bench.cc): 8 rows 650-740 us tiles vs 420-500 VNNI, 16 rows 690-710 vs 750-1000.
 inline bool HasAmxKernel(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_K; }
 constexpr int64_t kAmxMinRows = 12;
-// Whether one activation row asks for weight lines ahead as several rows do (see GroupRows).
+// The CPU's family as CPUID reports it (base family plus extended family).
+inline unsigned CpuFamily() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
+  const unsigned base = (eax >> 8) & 0xF;
+  return base == 0xF ? base + ((eax >> 20) & 0xFF) : base;
+}
+// Whether one activation row asks for weight lines ahead as several rows do (see GroupRows):
+// on Intel and on AMD from family 26 (Zen 5), where it measured faster; the EPYC of 2026-12-04,
+// whose family went unrecorded, measured it slower, so earlier AMD families do not ask.
 inline bool PrefetchOneRow() {
-  static const bool intel = __builtin_cpu_is("intel");
-  return intel;
+  static const bool ask = __builtin_cpu_is("intel") || (__builtin_cpu_is("amd") && CpuFamily() >= 26);
+  return ask;
 }
 }  // namespace dflash::ops
 #endif
@@ -434,17 +445,19 @@ struct Q6_KFormat {
 // long enough that the hardware prefetcher falls behind and memory stops overlapping compute,
 // so the formats ask for the lines ahead when R > 1: Q8_0 and Q4_0 here, 4 KB ahead; the
 // K-quants inside Block, an eighth of the next super-block per sub-block step (asking for a
-// whole super-block at once made them 10-25% slower). Qwen3-0.6B's LM head, 2 threads, EPYC,
-// interleaved runs: 16 rows Q8_0 14.5-15.0 -> 12.4-13.4 ms, Q4_K 13.0-21.6 -> 10.5-15.8 ms,
-// Q6_K 21.1 -> 14.6-18.0 ms; 4 rows Q6_K 13.3-13.6 -> 7.9-9.2 ms. One row is bound by memory
-// and the EPYC's hardware follows its stream: asking made Q8_0 no faster, Q4_K 10-40% slower
-// and Q6_K (since its codes are bytes) 6.1-6.3 -> 7.4-7.5 ms with 1 thread. On the Xeon one row
-// gains from asking (Qwen3-0.6B decode at 512 context, 2 threads, interleaved: Q8_0 28.2-30.2 ->
-// 26.6-27.1 ms, Q4_K 20.9-21.8 -> 17.6-18.0 ms), so Intel CPUs ask for one row too (Q6_K,
-// not measured there, keeps asking only for several), 1 KB ahead as measured there. Several rows
-// asked 1 KB ahead until a 16-row block took longer than that distance covers in DRAM latency:
-// Qwen3-0.6B Q8_0 16-row pass at 512 context, 2 threads, EPYC (Zen 5), interleaved: 44.9-45.2 ->
-// 41.3-42.3 ms; two K-quant super-blocks ahead instead of one measured slower for 16 rows.
+// whole super-block at once made them 10-25% slower). Qwen3-0.6B's LM head, 2 threads, EPYC
+// (2026-12-04), interleaved runs: 16 rows Q8_0 14.5-15.0 -> 12.4-13.4 ms, Q4_K 13.0-21.6 ->
+// 10.5-15.8 ms, Q6_K 21.1 -> 14.6-18.0 ms; 4 rows Q6_K 13.3-13.6 -> 7.9-9.2 ms. Q8_0 and Q4_0
+// asked 1 KB ahead until the faster 16-row blocks outran that distance: the LM-head shape at
+// 16 rows, 2 threads, EPYC (Zen 5, 2026-12-07), 6.57-6.88 -> 6.05-6.32 ms with 4 KB (2 KB
+// alike, 8 KB slower); two K-quant super-blocks ahead instead of one measured slower for 16 rows.
+// One row is bound by memory. On the EPYC of 2026-12-04 the hardware followed its stream:
+// asking made Q8_0 no faster, Q4_K 10-40% slower and Q6_K (since its codes are bytes) 6.1-6.3
+// -> 7.4-7.5 ms with 1 thread. On the Xeon one row gains from asking (Qwen3-0.6B decode at 512
+// context, 2 threads, interleaved: Q8_0 28.2-30.2 -> 26.6-27.1 ms, Q4_K 20.9-21.8 -> 17.6-18.0
+// ms), and on the Zen 5 EPYC (same measurement: Q8_0 17.1-17.7 -> 16.3-16.9 ms, Q4_K 15.6-16.0
+// -> 11.3-11.7 ms), so those ask 1 KB ahead for one row too (PrefetchOneRow; Q6_K, not measured
+// there, keeps asking only for several).
 template <class F, int R>
 HWY_NOINLINE void GroupRows(const PackedColumns& g, const QuantizedRows& xq, int64_t m, int64_t K,
                             float* y, int64_t y_stride) {
