@@ -1,7 +1,7 @@
 // The compute roofline of this machine: how many multiply-adds per second all pool threads
 // together can issue, for the two kinds a target pass runs. A one-row decode step is bound by
-// memory (bench/bandwidth.h); a 16-row verify of int8-quantised weights is bound by int8 dot
-// products and its attention by f32 FMAs, so these peaks say how far a verify can still shrink.
+// memory (bench/bandwidth.h); a 16-row verify of int8-quantised weights runs int8 dot products
+// and its attention f32 FMAs, so these peaks say how far the arithmetic of a verify could shrink.
 #pragma once
 
 #include "core/thread_pool.h"
