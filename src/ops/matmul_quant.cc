@@ -102,6 +102,7 @@ void QuantizeRow(const float* x, int64_t r, int offset, QuantizedRows& out) {
   const hn::Rebind<int8_t, decltype(df)> d8;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const auto lo = hn::Set(di, -127), hi = hn::Set(di, 127);
+  const int64_t base = out.Base(r), base16 = out.Base16(r), group = out.group();
   for (int64_t b = 0; b < K / 32; ++b) {
     const float* xb = x + r * K + 32 * b;
     auto amax = hn::Zero(df), sum = hn::Zero(df);
@@ -113,7 +114,7 @@ void QuantizeRow(const float* x, int64_t r, int offset, QuantizedRows& out) {
     const float d = hn::GetLane(hn::MaxOfLanes(df, amax)) / 127.0f;
     const float id = d == 0.0f ? 0.0f : 1.0f / d;
     const auto vid = hn::Set(df, id);
-    const int64_t slot = out.Base(r) + b * out.group();
+    const int64_t slot = base + b * group;
     int8_t* codes = out.codes.data() + 32 * slot;
     int32_t code_sum[2] = {0, 0};  // per 16 codes; N divides 16
     for (int64_t j = 0; j < 32; j += N) {
@@ -123,7 +124,7 @@ void QuantizeRow(const float* x, int64_t r, int offset, QuantizedRows& out) {
     }
     out.block_scale[slot] = d;
     out.block_sum[slot] = hn::GetLane(hn::SumOfLanes(df, sum));
-    for (int h = 0; h < 2; ++h) out.init16[out.Base16(r) + (2 * b + h) * out.group()] = -offset * code_sum[h];
+    for (int h = 0; h < 2; ++h) out.init16[base16 + (2 * b + h) * group] = -offset * code_sum[h];
     out.init32[slot] = -offset * (code_sum[0] + code_sum[1]);
   }
 }
