@@ -202,7 +202,7 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
                        {"temperature", gen.sampling.temperature}, {"warmup", warmup}, {"repeats", repeats},
                        {"no_eos", gen.ignore_stop}, {"spec_policy", SpecPolicyName(gen.policy)},
                        {"target_quant", mf.target_quant}, {"draft_quant", mf.draft_quant},
-                       {"bf16_dot", mf.bf16_dot}};
+                       {"bf16_dot", mf.bf16_dot}, {"kv_type", DTypeName(engine.options().kv_type)}};
     j["prompts"] = jprompts;
     j["mean"] = Json{{"plain_decode_tok_s", plain_tok_s}, {"dflash_decode_tok_s", dflash_tok_s},
                      {"speedup", mean_speedup}, {"tau", total_spec.Tau()},
@@ -276,8 +276,8 @@ int VerifyCost(dflash::Engine& engine, const ModelFlags& mf, const std::string& 
       MeasureVerifyCost(engine.target(), contexts, rows, repeats, kProgress, profile);
   const ComputePeak peak = profile ? MeasureComputePeak(engine.pool()) : ComputePeak{};
   const MachineInfo machine = DescribeMachine();
-  std::printf("%s | %s | %d threads | target %s\n", machine.cpu.c_str(), machine.simd_target.c_str(),
-              engine.threads(), mf.model.c_str());
+  std::printf("%s | %s | %d threads | target %s | KV %s\n", machine.cpu.c_str(), machine.simd_target.c_str(),
+              engine.threads(), mf.model.c_str(), std::string(DTypeName(engine.options().kv_type)).c_str());
   std::printf("%8s %5s %10s %18s %9s\n", "context", "rows", "ms", "(min-max)", "t(r)/t(1)");
   Json jpts = Json::array();
   for (const VerifyCostPoint& p : pts) {
@@ -290,8 +290,9 @@ int VerifyCost(dflash::Engine& engine, const ModelFlags& mf, const std::string& 
   }
   std::printf("peak RSS %.0f MiB\n", PeakRssMiB());
   if (!json_path.empty()) {
-    Json j{{"machine", MachineJson(machine, engine.threads())}, {"model", mf.model}, {"repeats", repeats},
-           {"verify_cost", jpts}, {"peak_rss_mib", PeakRssMiB()}};
+    Json j{{"machine", MachineJson(machine, engine.threads())}, {"model", mf.model},
+           {"kv_type", DTypeName(engine.options().kv_type)}, {"repeats", repeats}, {"verify_cost", jpts},
+           {"peak_rss_mib", PeakRssMiB()}};
     if (profile) j["compute_peak"] = Json{{"f32_gmacs", peak.f32_gmacs}, {"int8_gmacs", peak.int8_gmacs}};
     std::ofstream out(json_path);
     if (!out) Fail(json_path, ": cannot write");
@@ -304,8 +305,8 @@ int VerifyCost(dflash::Engine& engine, const ModelFlags& mf, const std::string& 
 int Roofline(dflash::Engine& engine, const ModelFlags& mf, const RooflineOptions& opt, const std::string& json_path) {
   const RooflineResult r = MeasureRoofline(engine.target(), engine.pool(), opt, kProgress);
   const MachineInfo machine = DescribeMachine();
-  std::printf("%s | %s | %d threads | target %s (%s)\n", machine.cpu.c_str(), machine.simd_target.c_str(),
-              engine.threads(), mf.model.c_str(), mf.target_quant.c_str());
+  std::printf("%s | %s | %d threads | target %s (%s) | KV %s\n", machine.cpu.c_str(), machine.simd_target.c_str(),
+              engine.threads(), mf.model.c_str(), mf.target_quant.c_str(), std::string(DTypeName(engine.options().kv_type)).c_str());
   std::printf("read bandwidth %.2f GB/s median before the timings, %.2f after (%d passes over %.0f MiB each); "
               "roofline %.2f GB/s, the higher\n",
               r.bandwidth.median_gbs, r.bandwidth_after.median_gbs, r.bandwidth.passes, r.bandwidth.bytes / 1048576.0,
@@ -348,6 +349,7 @@ int Roofline(dflash::Engine& engine, const ModelFlags& mf, const RooflineOptions
     Json j{{"machine", MachineJson(machine, engine.threads())},
            {"model", mf.model},
            {"target_quant", mf.target_quant},
+           {"kv_type", DTypeName(engine.options().kv_type)},
            {"repeats", opt.repeats},
            {"bandwidth_gbs", r.roofline_gbs},
            {"bandwidth_before_gbs", r.bandwidth.median_gbs},

@@ -2,15 +2,17 @@
 
 #include "core/error.h"
 #include "io/quantize_store.h"
+#include "ops/ops.h"
 
 namespace dflash::app {
 
 namespace {
 DType ParseKvType(const std::string& text) {
+  if (text == "auto") return ops::Bf16DotActive() ? DType::kBF16 : DType::kF16;
   if (text == "f32") return DType::kF32;
   if (text == "f16") return DType::kF16;
   if (text == "bf16") return DType::kBF16;
-  Fail("--kv-type must be f32, f16 or bf16, got '", text, "'");
+  Fail("--kv-type must be auto, f32, f16 or bf16, got '", text, "'");
 }
 }  // namespace
 
@@ -34,8 +36,10 @@ void ModelFlags::Declare(Args& a) {
   a.Option("--draft-sink", &draft_sink, "N", "draft context sink size when --draft-window is set");
   a.Option("--target-quant", &target_quant, "none|q8_0|q4_0|q4_k", "quantise the target's matrices at load time (also the embedding and LM head the draft shares)");
   a.Flag("--bf16-dot", &bf16_dot, "BF16 weights: round activations to bf16 and use native bf16 dot products (AVX512_BF16; faster, not bit-equal to the exact f32 path)");
-  a.Option("--kv-type", &kv_type, "f32|f16|bf16",
-           "target KV cache element type (like llama.cpp's --cache-type-k/v; f32 doubles the cache and is the exact path the transformers goldens check)");
+  a.Option("--kv-type", &kv_type, "auto|f32|f16|bf16",
+           "target KV cache element type (like llama.cpp's --cache-type-k/v). auto: bf16 where the CPU has bf16 dot "
+           "products (AVX512_BF16), which attention then runs on as a bf16 transformers model does, else f16; "
+           "f32 doubles the cache and is the exact path the transformers goldens check");
   a.Option("--draft-quant", &draft_quant, "none|q8_0|q4_0|q4_k", "quantise the draft's own matrices at load time");
 }
 

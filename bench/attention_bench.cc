@@ -1,5 +1,5 @@
-// Attention over a long KV cache (kv: 0 = f32, 1 = f16, both laid out as the target caches them;
-// 2 = f32 rows, position-major, as the DFlash draft caches its context) at Qwen3-0.6B head shapes
+// Attention over a long KV cache (kv: 0 = f32, 1 = f16, 3 = bf16, laid out as the target caches
+// them; 2 = f32 rows, position-major, as the DFlash draft caches its context) at Qwen3-0.6B head shapes
 // (16 query heads, 8 KV heads, head_dim 128), for 1 query row (decode) and 16 (a DFlash verify
 // block): the verify should cost far less than 16 decodes because every K/V tile is loaded
 // once for all rows.
@@ -22,8 +22,8 @@ ThreadPool& Pool() {
 
 void BM_Attention(benchmark::State& state) {
   const int64_t M = state.range(0), ctx = state.range(1);
-  const int layout = static_cast<int>(state.range(2));  // 0: f32, 1: f16 as the target caches; 2: the draft's
-  const DType type = layout == 1 ? DType::kF16 : DType::kF32;
+  const int layout = static_cast<int>(state.range(2));  // 0, 1, 3: f32, f16, bf16 as the target caches; 2: the draft's
+  const DType type = layout == 1 ? DType::kF16 : layout == 3 ? DType::kBF16 : DType::kF32;
   const size_t elem = type == DType::kF32 ? 4 : 2;
   const ops::AttentionShape shape{16, 8, 128, 0.08838834764f};
   const int64_t q_dim = 16 * 128, kv_dim = 8 * 128, keys = ctx + M;
@@ -41,10 +41,10 @@ void BM_Attention(benchmark::State& state) {
     for (int64_t p = 0; p < keys; ++p) {
       const float* x = k.data() + (h * keys + p) * 128;
       ops::StoreKeyTiled(x, 128, type, p, k_store.data() + h * positions * 128 * elem);
-      ops::StoreKv(v.data() + (h * keys + p) * 128, 128, type, v_store.data() + (h * positions + p) * 128 * elem);
+      ops::StoreValueTiled(v.data() + (h * keys + p) * 128, 128, type, p, v_store.data() + h * positions * 128 * elem);
     }
   }
-  const ops::KvView target_kv{k_store.data(), v_store.data(), 128, type, positions * 128, /*keys_tiled=*/true};
+  const ops::KvView target_kv{k_store.data(), v_store.data(), 128, type, positions * 128, /*tiled=*/true};
   // The draft's cache: f32 rows, position-major (k and v read as [keys][kv_dim]).
   const ops::KvView kv = layout == 2 ? ops::KvView{k.data(), v.data(), kv_dim, DType::kF32} : target_kv;
   std::vector<int32_t> begin(M, 0), end(M);
@@ -57,7 +57,7 @@ void BM_Attention(benchmark::State& state) {
                                                  benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(ops::SimdTargetName()) + " threads=" + std::to_string(Pool().size()));
 }
-BENCHMARK(BM_Attention)->ArgsProduct({{1, 16}, {512, 4096, 16384}, {0, 1, 2}})->ArgNames({"rows", "ctx", "kv"})
+BENCHMARK(BM_Attention)->ArgsProduct({{1, 16}, {512, 4096, 16384}, {0, 1, 2, 3}})->ArgNames({"rows", "ctx", "kv"})
     ->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "ops/ops.h"
+#include "testing/kernel_scopes.h"
 
 namespace dflash {
 namespace {
@@ -164,9 +165,11 @@ TEST(Elementwise, RmsNormSiluMulAddMatchReference) {
   for (int64_t i = 0; i < rows * dim; ++i) ASSERT_EQ(acc[i], x[i] + y[i]);
 }
 
-// Reference attention in double precision for one (row, head).
+// Reference attention in double precision for one (row, head); abs_mean (if given) gets the
+// softmax-weighted mean of |v| per element, what bounds the error of perturbed weights.
 std::vector<double> ReferenceAttention(const float* q, const float* k, const float* v, int64_t kv_stride,
-                                       int hd, int kvh, int b, int e, float scale) {
+                                       int hd, int kvh, int b, int e, float scale,
+                                       std::vector<double>* abs_mean = nullptr) {
   std::vector<double> scores;
   double mx = -INFINITY;
   for (int t = b; t < e; ++t) {
@@ -178,8 +181,14 @@ std::vector<double> ReferenceAttention(const float* q, const float* k, const flo
   double sum = 0;
   for (double& s : scores) sum += (s = std::exp(s - mx));
   std::vector<double> out(hd, 0.0);
-  for (int t = b; t < e; ++t)
-    for (int i = 0; i < hd; ++i) out[i] += scores[t - b] / sum * v[t * kv_stride + kvh * hd + i];
+  if (abs_mean) abs_mean->assign(hd, 0.0);
+  for (int t = b; t < e; ++t) {
+    for (int i = 0; i < hd; ++i) {
+      const double w = scores[t - b] / sum, x = v[t * kv_stride + kvh * hd + i];
+      out[i] += w * x;
+      if (abs_mean) (*abs_mean)[i] += w * std::fabs(x);
+    }
+  }
   return out;
 }
 
@@ -232,27 +241,40 @@ TEST(Attention, StoreKvRoundsEachElementToNearestEven) {
   EXPECT_THROW(ops::StoreKv(x.data(), 4, DType::kQ8_0, h.data()), Error);
 }
 
-// Per cache type and two head shapes (a head_dim with a tail after the last full vector, and
+// Per cache type and three head shapes (head_dims with a tail after the last full vector, and
 // Qwen3's 16/8/128): the double-precision reference on the values the cache holds, the same
-// bits from a head-major cache, and bit equality of every row whether it is computed alone or
-// in a block of 1..17 rows.
+// bits from a head-major cache and from the target's tiled layout, and bit equality of every
+// row whether it is computed alone or in a block of 1..17 rows. bf16 runs twice where the CPU
+// has bf16 dot products: on the f32 path and on the dot path. The dot path rounds the query
+// (the reference does too) and the softmax weights to bf16: each weight p_j(1 + e_j), |e_j| <=
+// 2^-9, normalised by the sum of the rounded weights, moves by a factor within e^(+-2^-8), so
+// an output element moves by at most (e^(2^-8 + d) - 1) * sum_j w_j |v_j| (ReferenceAttention's
+// abs_mean), d = 1e-4 covering the f32 sums of the scores; plus the f32 paths' 2e-5.
 TEST(Attention, MatchesReferenceAndIsBatchInvariant) {
   ThreadPool pool(2);
+  const bool has_dot = [] {
+    const testing::Bf16DotScope allow(true);
+    return ops::Bf16DotActive();
+  }();
+  if (!has_dot) std::printf("note: this CPU has no bf16 dot products; their attention path is not run\n");
   // Groups of 2 (heads scored in pairs) and 3 (one at a time); head_dim 40 pads to whole vectors.
   for (const ops::AttentionShape shape : {ops::AttentionShape{4, 2, 40, 1.0f / std::sqrt(40.0f)},
                                           ops::AttentionShape{16, 8, 128, 1.0f / std::sqrt(128.0f)},
                                           ops::AttentionShape{6, 2, 64, 1.0f / std::sqrt(64.0f)}}) {
-    for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
-      SCOPED_TRACE(std::string(DTypeName(type)) + " head_dim " + std::to_string(shape.head_dim));
-      const int T = 150, M = 21;
+    for (const auto& [type, dot] : {std::pair{DType::kF32, false}, std::pair{DType::kF16, false},
+                                    std::pair{DType::kBF16, false}, std::pair{DType::kBF16, true}}) {
+      if (dot && !has_dot) continue;
+      const testing::Bf16DotScope scope(dot);
+      SCOPED_TRACE(std::string(DTypeName(type)) + (dot ? " dot" : "") + " head_dim " + std::to_string(shape.head_dim));
+      const int T = 151, M = 21;  // odd: a pair of positions half past what is stored
       const int group = shape.n_heads / shape.n_kv_heads;
       const int64_t q_dim = shape.n_heads * shape.head_dim, kv_dim = shape.n_kv_heads * shape.head_dim;
       const std::vector<float> q = RandomVector(M * q_dim, 11), k = RandomVector(T * kv_dim, 12),
                                v = RandomVector(T * kv_dim, 13);
       const StoredKv kv = StoreRows(k, v, type);
       const ops::KvView view{kv.k.data(), kv.v.data(), kv_dim, type};
-      // Mixed masks: causal rows, a bidirectional block, a sliding window, a single key, and a
-      // row with no keys at all (all zeros out).
+      // Mixed masks: causal rows, a bidirectional block, a sliding window, a single key, all T
+      // keys, and a row with no keys at all (all zeros out).
       std::vector<int32_t> kb(M), ke(M);
       for (int m = 0; m < M; ++m) {
         kb[m] = m % 4 == 1 ? std::max(0, 100 + m - 8) : 0;
@@ -260,16 +282,23 @@ TEST(Attention, MatchesReferenceAndIsBatchInvariant) {
       }
       kb[0] = 40, ke[0] = 41;
       kb[M - 1] = 7, ke[M - 1] = 7;
+      kb[M - 2] = 0, ke[M - 2] = T;
       std::vector<float> out(M * q_dim);
       ops::Attention(q.data(), M, q_dim, shape, view, kb.data(), ke.data(), out.data(), q_dim, pool);
+      std::vector<float> q_seen = q;
+      if (dot)
+        for (float& x : q_seen) x = BF16ToF32(F32ToBF16(x));
+      const double weight_error = dot ? std::exp(std::ldexp(1.0, -8) + 1e-4) - 1.0 : 0.0;
       for (int m = 0; m < M; ++m) {
         for (int h = 0; h < shape.n_heads; ++h) {
-          const auto ref = ReferenceAttention(q.data() + m * q_dim + h * shape.head_dim, kv.k_seen.data(),
+          std::vector<double> abs_mean;
+          const auto ref = ReferenceAttention(q_seen.data() + m * q_dim + h * shape.head_dim, kv.k_seen.data(),
                                               kv.v_seen.data(), kv_dim, shape.head_dim, h / group, kb[m], ke[m],
-                                              shape.scale);
+                                              shape.scale, &abs_mean);
           for (int i = 0; i < shape.head_dim; ++i) {
             const double want = kb[m] < ke[m] ? ref[i] : 0.0;
-            ASSERT_NEAR(out[m * q_dim + h * shape.head_dim + i], want, 2e-5) << "m=" << m << " h=" << h;
+            ASSERT_NEAR(out[m * q_dim + h * shape.head_dim + i], want, 2e-5 + weight_error * abs_mean[i])
+                << "m=" << m << " h=" << h;
           }
         }
       }
@@ -293,13 +322,12 @@ TEST(Attention, MatchesReferenceAndIsBatchInvariant) {
         const int64_t positions = (T + ops::kKvTile - 1) / ops::kKvTile * ops::kKvTile;
         const size_t elem = type == DType::kF32 ? 4 : 2;
         std::vector<uint8_t> kt(shape.n_kv_heads * positions * shape.head_dim * elem, 0xFF),
-            vt(kt.size());
+            vt(kt.size(), 0xFF);  // NaN where nothing is stored: never read as a number
         for (int h = 0; h < shape.n_kv_heads; ++h) {
           for (int t = 0; t < T; ++t) {
-            const int64_t at = (h * positions + t) * shape.head_dim;
-            ops::StoreKeyTiled(kh.data() + (h * T + t) * shape.head_dim, shape.head_dim, type, t,
-                               kt.data() + h * positions * shape.head_dim * elem);
-            ops::StoreKv(vh.data() + (h * T + t) * shape.head_dim, shape.head_dim, type, vt.data() + at * elem);
+            const int64_t head = h * positions * shape.head_dim * elem;
+            ops::StoreKeyTiled(kh.data() + (h * T + t) * shape.head_dim, shape.head_dim, type, t, kt.data() + head);
+            ops::StoreValueTiled(vh.data() + (h * T + t) * shape.head_dim, shape.head_dim, type, t, vt.data() + head);
           }
         }
         const ops::KvView tiled{kt.data(), vt.data(), shape.head_dim, type, positions * shape.head_dim,
@@ -313,6 +341,10 @@ TEST(Attention, MatchesReferenceAndIsBatchInvariant) {
               << "tiled keys, row " << m << " alone";
         }
         const ops::KvView misaligned{kt.data(), vt.data(), shape.head_dim, type, T * shape.head_dim, true};
+        const ops::KvView position_major{kt.data(), vt.data(), kv_dim, type, positions * shape.head_dim, true};
+        EXPECT_THROW(ops::Attention(q.data(), M, q_dim, shape, position_major, kb.data(), ke.data(),
+                                    out_tiled.data(), q_dim, pool),
+                     Error);
         EXPECT_THROW(ops::Attention(q.data(), M, q_dim, shape, misaligned, kb.data(), ke.data(), out_tiled.data(),
                                     q_dim, pool),
                      Error);

@@ -19,6 +19,7 @@
 #include "ops/ops.h"
 #include "ops/quant_blocks.h"
 #include "ops/weight_pack.h"
+#include "testing/kernel_scopes.h"
 
 namespace dflash {
 namespace {
@@ -194,12 +195,6 @@ struct TargetScope {
 };
 
 // Allows or forbids the AMX tile path for the scope (both paths must give the same bits).
-struct AmxScope {
-  explicit AmxScope(bool allowed) : before(ops::AmxAllowed()) { ops::SetAmxAllowed(allowed); }
-  ~AmxScope() { ops::SetAmxAllowed(before); }
-  bool before;
-};
-
 class QuantMatMulTest : public ::testing::TestWithParam<DType> {};
 
 // Error bound: W is exact (DequantizeRow), x is rounded per 32-block to d_b * q with
@@ -227,7 +222,7 @@ TEST_P(QuantMatMulTest, WithinActivationRoundingBoundAndBatchInvariant) {
       for (int64_t target : Targets()) for (bool amx : {true, false}) {
         if (amx && !ops::AmxSupported()) continue;
         TargetScope scope(target);
-        AmxScope amx_scope(amx);
+        testing::AmxScope amx_scope(amx);
         const std::string tname = std::string(hwy::TargetName(target)) + (amx ? "+AMX" : "");
         std::vector<float> y_all(M * N);
         ops::MatMul(x.data(), M, w, bias.data(), y_all.data(), pool);
@@ -284,13 +279,13 @@ TEST_P(QuantMatMulTest, AmxPathMatchesVnniBitForBit) {
     for (float& v : x) v = dist(rng);
     std::vector<float> single(max_m * N);
     {
-      AmxScope off(false);
+      testing::AmxScope off(false);
       for (int64_t m = 0; m < max_m; ++m) ops::MatMul(x.data() + m * K, 1, w, nullptr, single.data() + m * N, pool);
     }
     for (int64_t M = 1; M <= max_m; ++M) {
       std::vector<float> vnni(M * N), tiles(M * N);
       {
-        AmxScope off(false);
+        testing::AmxScope off(false);
         ops::MatMul(x.data(), M, w, nullptr, vnni.data(), pool);
       }
       ops::MatMul(x.data(), M, w, nullptr, tiles.data(), pool);
@@ -305,7 +300,7 @@ TEST_P(QuantMatMulTest, AmxPathMatchesVnniBitForBit) {
 }
 
 TEST(QuantMatMul, AmxSwitchTurnsTheTilePathOff) {
-  AmxScope off(false);
+  testing::AmxScope off(false);
   EXPECT_FALSE(ops::AmxActive());
   ops::SetAmxAllowed(true);
   EXPECT_EQ(ops::AmxActive(), ops::AmxSupported());

@@ -36,6 +36,7 @@ MachineInfo DescribeMachine() {
   m.hardware_threads = static_cast<int>(std::thread::hardware_concurrency());
   m.simd_target = ops::SimdTargetName();
   if (ops::AmxActive()) m.simd_target += "+AMX";
+  if (ops::Bf16DotActive()) m.simd_target += "+BF16";
   const std::string mem = ProcField("/proc/meminfo", "MemTotal");  // "24576000 kB"
   if (!mem.empty()) m.memory_gb = std::stod(mem) / (1024.0 * 1024.0);
   return m;

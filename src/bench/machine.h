@@ -12,7 +12,7 @@ struct MachineInfo {
   // ("AMD EPYC"), its family and model numbers: "AMD EPYC (family 26 model 2)".
   std::string cpu;
   int hardware_threads = 0;
-  std::string simd_target;  // Highway target chosen at run time, "+AMX" where the tiles are used
+  std::string simd_target;  // Highway target chosen at run time, "+AMX" / "+BF16" where tiles / bf16 dot products are used
   double memory_gb = 0;     // MemTotal
 };
 

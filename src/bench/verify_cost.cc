@@ -58,30 +58,36 @@ std::vector<VerifyCostPoint> MeasureVerifyCost(TargetModel& target, std::vector<
   std::vector<VerifyCostPoint> points;
   for (int ctx : contexts) {
     target.FillSyntheticKv(ctx);
-    double one_ms = 0;
+    std::vector<std::vector<int32_t>> blocks;
     for (int r : rows) {
-      const std::vector<int32_t> block = FillerTokens(r, vocab, ctx + 7);
-      TimeForwardMs(target, block);  // warm-up
+      blocks.push_back(FillerTokens(r, vocab, ctx + 7));
+      TimeForwardMs(target, blocks.back());  // warm-up
       target.Truncate(ctx);
-      VerifyCostPoint p;
-      target.set_profile(profile ? &p.stages : nullptr);
-      std::vector<double> times;
-      for (int i = 0; i < repeats; ++i) {
-        times.push_back(TimeForwardMs(target, block));
+    }
+    // Row counts take turns, round by round, so that a machine whose speed drifts over seconds
+    // (shared hosts do) slows every row count alike instead of whichever was timed then.
+    std::vector<VerifyCostPoint> at_ctx(rows.size());
+    std::vector<std::vector<double>> times(rows.size());
+    for (int i = 0; i < repeats; ++i) {
+      for (size_t k = 0; k < rows.size(); ++k) {
+        target.set_profile(profile ? &at_ctx[k].stages : nullptr);
+        times[k].push_back(TimeForwardMs(target, blocks[k]));
+        target.set_profile(nullptr);
         target.Truncate(ctx);
       }
-      target.set_profile(nullptr);
+      if (progress) progress("timing rounds", i + 1, repeats);
+    }
+    for (size_t k = 0; k < rows.size(); ++k) {
+      VerifyCostPoint& p = at_ctx[k];
       for (double& ms : p.stages.ms) ms /= repeats;
-      std::sort(times.begin(), times.end());
+      std::sort(times[k].begin(), times[k].end());
       p.context = ctx;
-      p.rows = r;
-      p.ms = times[times.size() / 2];
-      p.ms_min = times.front();
-      p.ms_max = times.back();
-      if (r == 1) one_ms = p.ms;
-      p.ratio = p.ms / one_ms;
+      p.rows = rows[k];
+      p.ms = times[k][times[k].size() / 2];
+      p.ms_min = times[k].front();
+      p.ms_max = times[k].back();
+      p.ratio = p.ms / at_ctx[0].ms;  // rows[0] is 1
       points.push_back(p);
-      if (progress) progress("timing passes", r, rows.back());
     }
   }
   target.Truncate(0);

@@ -18,6 +18,8 @@ Qwen3Model::Qwen3Model(const TargetConfig& config, const TensorStore& store,
   if (options_.kv_capacity < 1) Fail("target: kv capacity must be at least 1");
   if (options_.kv_type != DType::kF32 && options_.kv_type != DType::kF16 && options_.kv_type != DType::kBF16)
     Fail("target: KV cache type ", DTypeName(options_.kv_type), " is not f32, f16 or bf16");
+  if (options_.kv_type == DType::kBF16 && cfg_.head_dim % 2 != 0)
+    Fail(store.origin(), ": a bf16 KV cache pairs head dims, head_dim ", cfg_.head_dim, " is odd (use --kv-type f16)");
   for (int id : options_.capture_layers) {
     if (id < 0 || id >= cfg_.num_layers) Fail(store.origin(), ": capture layer ", id, " out of range");
   }
@@ -92,7 +94,7 @@ void Qwen3Model::StorePositions(const float* rows, int n, int pos0, bool keys, u
       if (keys) {
         ops::StoreKeyTiled(x, hd, options_.kv_type, pos0 + r, head);
       } else {
-        ops::StoreKv(x, hd, options_.kv_type, head + RowBytes(options_.kv_type, static_cast<int64_t>(pos0 + r) * hd));
+        ops::StoreValueTiled(x, hd, options_.kv_type, pos0 + r, head);
       }
     }
   }
@@ -153,7 +155,7 @@ void Qwen3Model::Attention(int layer, int n, StageClock& clock) {
   ops::AttentionShape shape{cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim,
                             1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
   const ops::KvView kv{k_layer, v_layer, cfg_.head_dim, options_.kv_type, KvHeadPositions() * cfg_.head_dim,
-                       /*keys_tiled=*/true};
+                       /*tiled=*/true};
   clock.Mark(PassStage::kOther);
   ops::Attention(q_.data(), n, q_dim_, shape, kv, key_begin_.data(), key_end_.data(), attn_.data(), q_dim_, pool_);
   clock.Mark(PassStage::kAttention);

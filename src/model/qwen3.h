@@ -27,8 +27,9 @@ struct TargetOptions {
 
 // One sequence's keys and values, `type` elements (raw bytes), and how many positions are
 // filled. Head-major, [layer][kv head][positions], so that attention, which works one KV head
-// at a time, streams each head's positions from contiguous memory: values [position][head_dim],
-// keys in tiles of ops::kKvTile positions, dim-major inside a tile (ops::KvView::keys_tiled).
+// at a time, streams each head's positions from contiguous memory, in ops::KvView's tiled
+// layout (keys in tiles of ops::kKvTile positions, dim-major inside a tile; values by position;
+// a bf16 cache pairs them for bf16 dot products).
 struct KvCache {
   DType type = DType::kF32;
   ByteBuffer k, v;

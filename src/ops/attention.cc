@@ -5,7 +5,7 @@
 // positions aligned to absolute multiples of kKvTile. A tile's keys are read dim-major (element
 // i of its 32 keys side by side), so a score vector holds the dot products of kLanes keys and
 // every step is one FMA per key vector and query head, with no horizontal reduction: a target's
-// cache stores keys that way (KvView::keys_tiled); keys stored as rows are transposed into a
+// cache stores keys that way (KvView::tiled); keys stored as rows are transposed into a
 // scratch tile first. Before, keys were rows and each score a fold of per-key partial sums:
 // Qwen3-0.6B decode with Q4_K weights (`dflash bench --roofline`, EPYC, 2 threads) took 38-46
 // ms per token at 4k context and 113-158 at 16k, now 24.9-26.5 and 67-69
@@ -16,6 +16,15 @@
 // way each value reaches the arithmetic as the same f32. Scores go up to four (row, head)
 // pairs at a time and value sums two heads of a row at a time where the group is even, so
 // each widened key or value vector feeds several FMAs.
+//
+// bf16 caches on CPUs with AVX512_BF16 (Zen 4 and later, Sapphire Rapids; ops.h: Bf16DotActive)
+// take a third path: each vdpbf16ps multiplies pairs of bf16 into 16 f32 sums, twice the
+// multiply-adds of an f32 FMA, and reads the cache as it lies, with nothing widened. The tiled
+// cache pairs what one instruction multiplies (ops.h: TiledKeyOffset, TiledValueOffset); the
+// query is rounded to bf16 once per call and each tile's softmax weights once, as a bf16
+// transformers model rounds them, and the running sums add the rounded weights, so the output
+// stays an exactly weighted mean of the values. Every row count and layout runs the same
+// instructions on the same bits, so this path is batch-invariant as the f32 one is.
 //
 // Batch invariance: a (row, head) pair's result depends only on its query, its key range and
 // the fixed tile grid, never on the other rows in the call or the cache's layout. Each score is
@@ -33,6 +42,8 @@
 #ifndef DFLASH_OPS_ATTENTION_ONCE
 #define DFLASH_OPS_ATTENTION_ONCE
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -43,6 +54,18 @@
 namespace dflash::ops {
 constexpr int64_t kQueryRowsPerTask = 16;
 
+// Whether bf16 caches may take the bf16 dot path (see ops.h). By default on AMD only: on the
+// Xeon (Sapphire Rapids) of 2026-12-06 vdpbf16ps attention measured slower than the f32 FMA
+// path at every row count (README), while on Zen 5 it halves a 16-row pass at 4k keys.
+inline std::atomic<bool>& Bf16DotSwitch() {
+  static std::atomic<bool> allowed{[] {
+    const char* env = std::getenv("DFLASH_BF16_DOT");
+    if (env && *env) return std::strcmp(env, "0") != 0;
+    return static_cast<bool>(__builtin_cpu_is("amd"));
+  }()};
+  return allowed;
+}
+
 inline void CheckKvType(DType type, const char* what) {
   if (type != DType::kF32 && type != DType::kF16 && type != DType::kBF16)
     Fail(what, ": KV element type ", DTypeName(type), " is not f32, f16 or bf16");
@@ -51,6 +74,8 @@ inline void CheckKvType(DType type, const char* what) {
 #endif
 
 HWY_BEFORE_NAMESPACE();
+#undef DFLASH_BF16_DOT  // defined again below for the one target that has the path
+#undef DFLASH_BF16_ATTR
 namespace dflash::ops::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
@@ -131,6 +156,104 @@ void WidenTile(const T* src, int hd, float* dst) {
   for (int64_t i = 0; i < static_cast<int64_t>(hd) * kKvTile; i += kLanes) hn::StoreU(LoadF32(src + i), d, dst + i);
 }
 
+// A tiled bf16 cache's key tile (dims paired, ops.h) widened to the dim-major f32 tile: the
+// low half of each 32-bit pair is dim 2i, the high half dim 2i + 1, both exact.
+HWY_INLINE void WidenKeyPairs(const uint16_t* src, int hd, float* dst) {
+  const DF d;
+  const hn::RebindToUnsigned<DF> du;
+  const auto high = hn::Set(du, 0xFFFF0000u);
+  for (int i = 0; i < hd; i += 2) {
+    for (int j = 0; j < kKvTile; j += kLanes) {
+      const auto pairs = hn::LoadU(du, reinterpret_cast<const uint32_t*>(src + (i / 2 * kKvTile + j) * 2));
+      hn::StoreU(hn::BitCast(d, hn::ShiftLeft<16>(pairs)), d, dst + i * kKvTile + j);
+      hn::StoreU(hn::BitCast(d, hn::And(pairs, high)), d, dst + (i + 1) * kKvTile + j);
+    }
+  }
+}
+
+// `rows` positions of a tiled bf16 cache's values (positions paired, ops.h) from tile position 0
+// widened to f32 rows hd_pad floats apart, zero-padded: what WidenRows gives for plain rows.
+HWY_INLINE void WidenValuePairs(const uint16_t* src, int rows, int hd, int hd_pad, float* dst) {
+  const DF d;
+  const hn::RebindToUnsigned<DF> du;
+  const auto high = hn::Set(du, 0xFFFF0000u);
+  for (int r = 0; r < rows; r += 2) {
+    const uint16_t* s = src + static_cast<int64_t>(r) * hd;  // positions r and r + 1
+    float* even = dst + static_cast<int64_t>(r) * hd_pad;
+    float* odd = even + hd_pad;  // the tile has room for it when rows is odd
+    int i = 0;
+    for (; i + kLanes <= hd; i += kLanes) {
+      const auto pairs = hn::LoadU(du, reinterpret_cast<const uint32_t*>(s + 2 * i));
+      hn::StoreU(hn::BitCast(d, hn::ShiftLeft<16>(pairs)), d, even + i);
+      hn::StoreU(hn::BitCast(d, hn::And(pairs, high)), d, odd + i);
+    }
+    for (; i < hd; ++i) even[i] = BF16ToF32(s[2 * i]), odd[i] = BF16ToF32(s[2 * i + 1]);
+    for (; i < hd_pad; ++i) even[i] = odd[i] = 0.0f;
+  }
+}
+
+// For the bf16 dot path over a cache of rows: `rows` keys (src, `stride` elements apart) into a
+// paired tile of hd_pad dims (ops.h's layout), and `rows` values into position pairs hd_pad
+// dims wide; what lies past `rows` or hd is zero.
+inline void PairKeys(const uint16_t* src, int64_t stride, int rows, int hd, int hd_pad, uint16_t* dst) {
+  std::fill_n(dst, static_cast<int64_t>(hd_pad) * kKvTile, uint16_t{0});
+  for (int j = 0; j < rows; ++j)
+    for (int i = 0; i < hd; ++i) dst[(i / 2 * kKvTile + j) * 2 + i % 2] = src[j * stride + i];
+}
+inline void PairValues(const uint16_t* src, int64_t stride, int rows, int hd, int hd_pad, uint16_t* dst) {
+  std::fill_n(dst, static_cast<int64_t>(hd_pad) * kKvTile, uint16_t{0});
+  for (int j = 0; j < rows; ++j)
+    for (int i = 0; i < hd; ++i) dst[(j / 2 * hd_pad + i) * 2 + j % 2] = src[j * stride + i];
+}
+// A tiled bf16 cache's value pairs (hd dims) for `rows` positions, each pair widened to hd_pad
+// dims with zeros.
+inline void PadValuePairs(const uint16_t* src, int rows, int hd, int hd_pad, uint16_t* dst) {
+  std::fill_n(dst, static_cast<int64_t>(hd_pad) * kKvTile, uint16_t{0});
+  for (int r = 0; r < rows; r += 2) std::memcpy(dst + r * hd_pad, src + r * hd, 4 * static_cast<size_t>(hd));
+}
+
+// n finite floats (n a multiple of kLanes) rounded to bf16, to nearest even: into bits as bf16,
+// and in place as f32 when `in_place` (the weights: the sum then adds what the values are
+// multiplied by).
+HWY_INLINE void RoundToBf16(float* x, int n, uint16_t* bits, bool in_place) {
+  const DF d;
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint16_t, DF> d16;
+  const auto half = hn::Set(du, 0x7FFFu), one = hn::Set(du, 1u), high = hn::Set(du, 0xFFFF0000u);
+  for (int j = 0; j < n; j += kLanes) {
+    const auto u = hn::BitCast(du, hn::LoadU(d, x + j));
+    const auto rounded = hn::And(hn::Add(u, hn::Add(half, hn::And(hn::ShiftRight<16>(u), one))), high);
+    if (in_place) hn::StoreU(hn::BitCast(d, rounded), d, x + j);
+    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(rounded))), d16, bits + j);
+  }
+}
+
+// Where the f32 path reads keys and values: a cache's elements (T*: a dim-major key tile, value
+// rows v_stride apart), or a tiled bf16 cache's pairs in place (Bf16Pairs: pairs of a key tile,
+// value pairs v_stride bf16 apart), widened in registers to the same f32 either way.
+struct Bf16Pairs {
+  const uint16_t* p;
+};
+template <class T>
+HWY_INLINE VF KeyDims(const T* kt, int i, int key) {
+  return LoadF32(kt + static_cast<int64_t>(i) * kKvTile + key);
+}
+template <class T>
+HWY_INLINE VF ValueDims(const T* v, int64_t v_stride, int j, int i) {
+  return LoadF32(v + j * v_stride + i);
+}
+// The low half of a pair (dim or position 2n) or its high half (2n + 1), as f32.
+HWY_INLINE VF PairHalf(const uint16_t* p, int high) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto pairs = hn::LoadU(du, reinterpret_cast<const uint32_t*>(p));
+  return hn::BitCast(DF(), high ? hn::And(pairs, hn::Set(du, 0xFFFF0000u)) : hn::ShiftLeft<16>(pairs));
+}
+HWY_INLINE VF KeyDims(Bf16Pairs kt, int i, int key) { return PairHalf(kt.p + (i / 2 * kKvTile + key) * 2, i % 2); }
+HWY_INLINE VF ValueDims(Bf16Pairs v, int64_t v_stride, int j, int i) {
+  return PairHalf(v.p + j / 2 * v_stride + 2 * i, j % 2);
+}
+
 // Partial sums per key vector over head_dim: fixed per target (never by how many heads or rows
 // are computed together), enough independent FMA chains to hide the FMA latency.
 constexpr int kChains = kLanes >= 16 ? 2 : 1;
@@ -140,8 +263,8 @@ constexpr int kKeyVectors = kKvTile / kLanes;
 // H (row, head) pairs that read the same keys: each widened key vector serves all H. Key j's
 // dot product is chain c's sum over the dims i = c (mod kChains) in ascending order, the chains
 // then added in order: one order for every H, row block and cache layout.
-template <int H, class T>
-HWY_INLINE void TileScores(const float* const (&q)[H], const T* kt, int dim, float* const (&s)[H]) {
+template <int H, class K>
+HWY_INLINE void TileScores(const float* const (&q)[H], K kt, int dim, float* const (&s)[H]) {
   static_assert(H == 1 || H == 2 || H == 4, "pairs are scored one, two or four at a time");
   const DF d;
   VF acc[H][kKeyVectors][kChains];
@@ -151,7 +274,7 @@ HWY_INLINE void TileScores(const float* const (&q)[H], const T* kt, int dim, flo
   const auto step = [&](int i, int c) HWY_ATTR {
     VF kv[kKeyVectors];
 #pragma GCC unroll 32
-    for (int v = 0; v < kKeyVectors; ++v) kv[v] = LoadF32(kt + static_cast<int64_t>(i) * kKvTile + v * kLanes);
+    for (int v = 0; v < kKeyVectors; ++v) kv[v] = KeyDims(kt, i, v * kLanes);
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h) {
       const VF qv = hn::Set(d, q[h][i]);
@@ -191,9 +314,9 @@ HWY_INLINE void InRegister(V& v) {
 // stays in registers for the whole tile (one load and one store per tile, not per key), and
 // each widened value vector serves all H heads. W * H independent FMA chains per key hide the
 // FMA latency; returns where the slices stopped.
-template <int W, int H, class T>
+template <int W, int H, class V>
 HWY_INLINE int AccumulateSlices(float* const (&acc)[H], const float (&rescale)[H], const float* const (&p)[H],
-                                const T* v, int64_t v_stride, int jb, int je, int i, int dim) {
+                                V v, int64_t v_stride, int jb, int je, int i, int dim) {
   const DF d;
   for (; i + W * kLanes <= dim; i += W * kLanes) {
     VF a[H][W];
@@ -204,10 +327,9 @@ HWY_INLINE int AccumulateSlices(float* const (&acc)[H], const float (&rescale)[H
       for (int w = 0; w < W; ++w) a[h][w] = hn::Mul(hn::LoadU(d, acc[h] + i + w * kLanes), vs);
     }
     for (int j = jb; j < je; ++j) {
-      const T* vj = v + j * v_stride + i;
 #pragma GCC unroll 8
       for (int w = 0; w < W; ++w) {
-        VF vv = LoadF32(vj + w * kLanes);
+        VF vv = ValueDims(v, v_stride, j, i + w * kLanes);
         InRegister(vv);
 #pragma GCC unroll 2
         for (int h = 0; h < H; ++h) a[h][w] = hn::MulAdd(hn::Set(d, p[h][j]), vv, a[h][w]);
@@ -225,9 +347,9 @@ HWY_INLINE int AccumulateSlices(float* const (&acc)[H], const float (&rescale)[H
 // acc[h] = acc[h] * rescale[h], then acc[h] += p[h][j] * v[j] for tile keys j in [jb, je) in
 // order, over dim floats (a multiple of kLanes; v rows v_stride floats apart), for H heads.
 // Every element sees the same operations in the same order whatever slice width covers it.
-template <int H, class T>
+template <int H, class V>
 HWY_INLINE void AccumulateTile(float* const (&acc)[H], const float (&rescale)[H], const float* const (&p)[H],
-                               const T* v, int64_t v_stride, int jb, int je, int dim) {
+                               V v, int64_t v_stride, int jb, int je, int dim) {
   // The whole of a 128-dim head in one slice: 16 accumulator chains per key, twice what the FMA
   // latency needs at two FMAs a cycle. 8 / H before: 1 thread, f16 keys, interleaved, EPYC
   // (Zen 5): one row over 512 keys 35.8-37.8 -> 33.7-34.9 us, 16 rows 605-620 -> 587-604 us.
@@ -236,6 +358,103 @@ HWY_INLINE void AccumulateTile(float* const (&acc)[H], const float (&rescale)[H]
   i = AccumulateSlices<kNarrow, H>(acc, rescale, p, v, v_stride, jb, je, i, dim);
   AccumulateSlices<1, H>(acc, rescale, p, v, v_stride, jb, je, i, dim);
 }
+
+#if HWY_TARGET == HWY_AVX3_DL
+// ------------------------------------------------------------------------------------------
+// The bf16 dot path. Highway 1.0 has no bf16 dot product, so these are intrinsics, compiled
+// for AVX512_BF16 on their own (AVX3_DL does not imply it: Ice Lake lacks it) and called only
+// where the CPU has it. Operands as ops.h pairs them: q[h] and p[h] hold bf16 pairs as 32-bit
+// words, broadcast to every lane.
+#define DFLASH_BF16_DOT 1
+#define DFLASH_BF16_ATTR __attribute__((target("avx512f,avx512bw,avx512bf16")))
+constexpr int kBf16Lanes = 16;  // f32 sums per vector; each multiplies 32 bf16
+constexpr int kBf16KeyVectors = kKvTile / kBf16Lanes;
+
+DFLASH_BF16_ATTR inline __m512 DotPairs(__m512 acc, __m512i a, uint32_t pair) {
+  return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair)));
+}
+
+// s[h][j] = dot(q[h], key j) for the kKvTile keys of a paired tile, over dim_pairs pairs: two
+// chains (even and odd pairs), then added, for every H.
+template <int H>
+DFLASH_BF16_ATTR void TileScoresBf16(const uint32_t* const (&q)[H], const uint16_t* kt, int dim_pairs,
+                                     float* const (&s)[H]) {
+  __m512 acc[H][kBf16KeyVectors][2];
+  for (int h = 0; h < H; ++h)
+    for (int v = 0; v < kBf16KeyVectors; ++v) acc[h][v][0] = acc[h][v][1] = _mm512_setzero_ps();
+  int i = 0;
+  for (; i + 2 <= dim_pairs; i += 2) {
+#pragma GCC unroll 2
+    for (int c = 0; c < 2; ++c) {
+      __m512i k[kBf16KeyVectors];
+      for (int v = 0; v < kBf16KeyVectors; ++v) k[v] = _mm512_loadu_si512(kt + ((i + c) * kKvTile + v * kBf16Lanes) * 2);
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h)
+        for (int v = 0; v < kBf16KeyVectors; ++v) acc[h][v][c] = DotPairs(acc[h][v][c], k[v], q[h][i + c]);
+    }
+  }
+  if (i < dim_pairs) {
+    for (int v = 0; v < kBf16KeyVectors; ++v) {
+      const __m512i k = _mm512_loadu_si512(kt + (i * kKvTile + v * kBf16Lanes) * 2);
+      for (int h = 0; h < H; ++h) acc[h][v][0] = DotPairs(acc[h][v][0], k, q[h][i]);
+    }
+  }
+  for (int h = 0; h < H; ++h)
+    for (int v = 0; v < kBf16KeyVectors; ++v)
+      _mm512_storeu_ps(s[h] + v * kBf16Lanes, _mm512_add_ps(acc[h][v][0], acc[h][v][1]));
+}
+
+// AccumulateTile's job on position pairs: acc[h] = acc[h] * rescale[h], then for the pairs
+// covering keys [jb, je), acc[h] += p[h] pair . values pair, over dim floats (a multiple of 16;
+// pairs pair_stride bf16 apart), in slices of W vectors per head held in registers. A pair
+// half-outside [jb, je) loads that position's values as zero: its weight is 0 already, and
+// what lies there may not be a number.
+template <int W, int H>
+DFLASH_BF16_ATTR int AccumulateSlicesBf16(float* const (&acc)[H], const float (&rescale)[H],
+                                          const uint32_t* const (&p)[H], const uint16_t* v, int64_t pair_stride,
+                                          int jb, int je, int i, int dim) {
+  for (; i + W * kBf16Lanes <= dim; i += W * kBf16Lanes) {
+    __m512 a[H][W];
+    for (int h = 0; h < H; ++h) {
+      const __m512 vs = _mm512_set1_ps(rescale[h]);
+      for (int w = 0; w < W; ++w) a[h][w] = _mm512_mul_ps(_mm512_loadu_ps(acc[h] + i + w * kBf16Lanes), vs);
+    }
+    const int j2b = jb / 2, j2e = (je + 1) / 2;
+    for (int j2 = j2b; j2 < j2e; ++j2) {
+      const uint16_t* vj = v + j2 * pair_stride + 2 * i;
+      const bool edge = 2 * j2 < jb || 2 * j2 + 1 >= je;
+      __mmask32 keep = ~__mmask32{0};
+      if (2 * j2 < jb) keep &= 0xAAAAAAAAu;      // only position 2 j2 + 1 is in range
+      if (2 * j2 + 1 >= je) keep &= 0x55555555u;  // only position 2 j2
+#pragma GCC unroll 8
+      for (int w = 0; w < W; ++w) {
+        __m512i vv = edge ? _mm512_maskz_loadu_epi16(keep, vj + 2 * w * kBf16Lanes)
+                          : _mm512_loadu_si512(vj + 2 * w * kBf16Lanes);
+        asm("" : "+v"(vv));  // one load for the H heads (see InRegister)
+#pragma GCC unroll 2
+        for (int h = 0; h < H; ++h) a[h][w] = DotPairs(a[h][w], vv, p[h][j2]);
+      }
+    }
+    for (int h = 0; h < H; ++h)
+      for (int w = 0; w < W; ++w) _mm512_storeu_ps(acc[h] + i + w * kBf16Lanes, a[h][w]);
+  }
+  return i;
+}
+
+template <int H>
+DFLASH_BF16_ATTR void AccumulateTileBf16(float* const (&acc)[H], const float (&rescale)[H],
+                                         const uint32_t* const (&p)[H], const uint16_t* v, int64_t pair_stride,
+                                         int jb, int je, int dim) {
+  int i = AccumulateSlicesBf16<16 / H, H>(acc, rescale, p, v, pair_stride, jb, je, 0, dim);  // as AccumulateTile
+  i = AccumulateSlicesBf16<4 / H, H>(acc, rescale, p, v, pair_stride, jb, je, i, dim);
+  AccumulateSlicesBf16<1, H>(acc, rescale, p, v, pair_stride, jb, je, i, dim);
+}
+
+inline bool CpuHasBf16Dot() {
+  static const bool has = __builtin_cpu_supports("avx512bf16");
+  return has;
+}
+#endif  // HWY_TARGET == HWY_AVX3_DL
 
 // exp(s[j] - max) for the kKvTile scores of a tile, vectorised (masked lanes are -inf -> 0).
 HWY_INLINE void ExpShifted(float* s, float max) {
@@ -289,6 +508,27 @@ struct ActivePair {
 // Four pairs' accumulators and key vectors fill the 32 AVX-512 registers; half as many for 16.
 constexpr int kScorePairs = kLanes >= 16 ? 4 : 2;
 
+// The online-softmax step of `count` pairs scored together on one tile: scales and masks their
+// scores, leaves exp(score - new max) in s[i] (rounded to bf16, also into p16[i], when p16 is
+// given) and exp(old max - new max) in rescale[i], and updates each pair's max and sum.
+HWY_INLINE void SoftmaxStep(float (*s)[kKvTile], int count, const ActivePair* pass, RowState* state, float scale,
+                            float (&rescale)[4], uint16_t (*p16)[kKvTile]) {
+  float new_max[kScorePairs];
+  for (int i = 0; i < count; ++i) {
+    const float old_max = state[pass[i].pair].max;
+    new_max[i] = std::max(old_max, ScaleAndMask(s[i], scale, pass[i].jb, pass[i].je));
+    rescale[i] = old_max - new_max[i];
+  }
+  PairRescales(rescale);  // exp(old max - new max): 0 on the first tile
+  for (int i = 0; i < count; ++i) {
+    RowState& st = state[pass[i].pair];
+    ExpShifted(s[i], new_max[i]);
+    if (p16) RoundToBf16(s[i], kKvTile, p16[i], /*in_place=*/true);
+    st.sum = st.sum * rescale[i] + TileSum(s[i]);
+    st.max = new_max[i];
+  }
+}
+
 void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionShape& shape, const KvView& kv,
                    const int32_t* key_begin, const int32_t* key_end, float* out, int64_t out_stride,
                    ThreadPool& pool) {
@@ -298,6 +538,11 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
   const int64_t row_blocks = (M + kQueryRowsPerTask - 1) / kQueryRowsPerTask;
   const size_t elem = kv.type == DType::kF32 ? 4 : 2;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+#ifdef DFLASH_BF16_DOT
+  const bool bf16_dot = kv.type == DType::kBF16 && CpuHasBf16Dot() && Bf16DotSwitch().load(std::memory_order_relaxed);
+#else
+  constexpr bool bf16_dot = false;
+#endif
   pool.ParallelFor(shape.n_kv_heads * row_blocks, [&](int64_t task) {
     const int kvh = static_cast<int>(task / row_blocks);
     const int64_t m0 = (task % row_blocks) * kQueryRowsPerTask;
@@ -307,10 +552,13 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
     thread_local std::vector<float> acc_buf, q_buf, k_tile, v_tile;
     thread_local std::vector<RowState> state_buf;
     thread_local std::vector<ActivePair> pass_buf;
+    thread_local std::vector<uint16_t> q16_buf, k16_tile, v16_tile;  // the bf16 dot path's
     const size_t pair_floats = static_cast<size_t>(pairs) * hd_pad, tile_floats = static_cast<size_t>(kKvTile) * hd_pad;
     if (acc_buf.size() < pair_floats) acc_buf.resize(pair_floats), q_buf.resize(pair_floats);
     if (k_tile.size() < tile_floats) k_tile.resize(tile_floats), v_tile.resize(tile_floats);
     if (state_buf.size() < static_cast<size_t>(pairs)) state_buf.resize(pairs), pass_buf.resize(pairs);
+    if (bf16_dot && q16_buf.size() < pair_floats) q16_buf.resize(pair_floats);
+    if (bf16_dot && k16_tile.size() < tile_floats) k16_tile.resize(tile_floats), v16_tile.resize(tile_floats);
     float* acc = acc_buf.data();
     float* qp = q_buf.data();
     RowState* state = state_buf.data();
@@ -319,6 +567,8 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
       for (int g = 0; g < group; ++g) {
         float* dst = qp + ((m - m0) * group + g) * hd_pad;
         std::memcpy(dst, q + m * q_stride + static_cast<int64_t>(kvh * group + g) * hd, hd * sizeof(float));
+        std::fill(dst + hd, dst + hd_pad, 0.0f);
+        if (bf16_dot) RoundToBf16(dst, hd_pad, q16_buf.data() + ((m - m0) * group + g) * hd_pad, /*in_place=*/false);
       }
     }
     int32_t lo = std::numeric_limits<int32_t>::max(), hi = 0;
@@ -345,54 +595,73 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
         if (jb >= je) continue;
         for (int g = 0; g < group; ++g) pass_buf[active++] = {static_cast<int>((m - m0) * group + g), jb, je};
       }
-      const auto update = [&](const auto* kt, const auto* vt, int64_t v_stride) {
+      // The active pairs scored up to four at a time, their softmax state stepped, their values
+      // added two heads at a time where the group is even (pairs 2k and 2k + 1 are then one
+      // row's heads). score<H>(pairs, s) and accumulate<H>(pairs, rescale, s, p16) are a path's
+      // kernels; round_bf16 rounds the weights into p16 for the bf16 dot path.
+      const auto update_pairs = [&](const auto& score, const auto& accumulate, bool round_bf16) {
         for (int p0 = 0; p0 < active; p0 += kScorePairs) {
           const int count = std::min(kScorePairs, active - p0);
           const ActivePair* pass = pass_buf.data() + p0;
           alignas(64) float s[kScorePairs][kKvTile];
-          const auto score = [&]<int H>(int first) {
-            const float* qh[H];
-            float* sh[H];
-            for (int h = 0; h < H; ++h) qh[h] = qp + pass[first + h].pair * hd_pad, sh[h] = s[first + h];
-            TileScores<H>(qh, kt, hd, sh);
-          };
+          alignas(64) uint16_t p16[kScorePairs][kKvTile];
           int first = 0;
           if constexpr (kScorePairs == 4) {
-            if (count == 4) score.template operator()<4>(0), first = 4;
+            if (count == 4) score.template operator()<4>(pass, s), first = 4;
           }
-          for (; first + 2 <= count; first += 2) score.template operator()<2>(first);
-          if (first < count) score.template operator()<1>(first);
-          alignas(16) float rescale[4] = {0.0f, 0.0f, 0.0f, 0.0f}, new_max[kScorePairs];
-          for (int i = 0; i < count; ++i) {
-            const float old_max = state[pass[i].pair].max;
-            new_max[i] = std::max(old_max, ScaleAndMask(s[i], shape.scale, pass[i].jb, pass[i].je));
-            rescale[i] = old_max - new_max[i];
-          }
-          PairRescales(rescale);  // exp(old max - new max): 0 on the first tile
-          for (int i = 0; i < count; ++i) {
-            RowState& st = state[pass[i].pair];
-            ExpShifted(s[i], new_max[i]);
-            st.sum = st.sum * rescale[i] + TileSum(s[i]);
-            st.max = new_max[i];
-          }
-          // Pairs 2k and 2k + 1 are one row's heads where the group is even.
+          for (; first + 2 <= count; first += 2) score.template operator()<2>(pass + first, s + first);
+          if (first < count) score.template operator()<1>(pass + first, s + first);
+          alignas(16) float rescale[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          SoftmaxStep(s, count, pass, state, shape.scale, rescale, round_bf16 ? p16 : nullptr);
           const int step = group % 2 == 0 ? 2 : 1;
           for (int i = 0; i < count; i += step) {
-            const auto accumulate = [&]<int H>() {
-              float* acch[H];
-              float rs[H];
-              const float* ph[H];
-              for (int h = 0; h < H; ++h) acch[h] = acc + pass[i + h].pair * hd_pad, rs[h] = rescale[i + h], ph[h] = s[i + h];
-              AccumulateTile<H>(acch, rs, ph, vt, v_stride, pass[i].jb, pass[i].je, hd_pad);
-            };
             if (step == 2) {
-              accumulate.template operator()<2>();
+              accumulate.template operator()<2>(pass + i, rescale + i, s + i, p16 + i);
             } else {
-              accumulate.template operator()<1>();
+              accumulate.template operator()<1>(pass + i, rescale + i, s + i, p16 + i);
             }
           }
         }
       };
+      using Scores = float (*)[kKvTile];
+      using Weights16 = uint16_t (*)[kKvTile];
+      const auto update = [&](auto kt, auto vt, int64_t v_stride) {
+        const auto score = [&]<int H>(const ActivePair* pass, Scores s) {
+          const float* qh[H];
+          float* sh[H];
+          for (int h = 0; h < H; ++h) qh[h] = qp + pass[h].pair * hd_pad, sh[h] = s[h];
+          TileScores<H>(qh, kt, hd, sh);
+        };
+        const auto accumulate = [&]<int H>(const ActivePair* pass, const float* rescale, Scores s, Weights16) {
+          float* acch[H];
+          float rs[H];
+          const float* ph[H];
+          for (int h = 0; h < H; ++h) acch[h] = acc + pass[h].pair * hd_pad, rs[h] = rescale[h], ph[h] = s[h];
+          AccumulateTile<H>(acch, rs, ph, vt, v_stride, pass[0].jb, pass[0].je, hd_pad);
+        };
+        update_pairs(score, accumulate, false);
+      };
+#ifdef DFLASH_BF16_DOT
+      // The bf16 dot path (see the top of this file): bf16 pairs of queries, keys, weights and
+      // values, read as 32-bit words.
+      const auto update_bf16 = [&](const uint16_t* kt, const uint16_t* vt, int64_t pair_stride) {
+        const auto words = [](const uint16_t* bf16) { return reinterpret_cast<const uint32_t*>(bf16); };
+        const auto score = [&]<int H>(const ActivePair* pass, Scores s) {
+          const uint32_t* qh[H];
+          float* sh[H];
+          for (int h = 0; h < H; ++h) qh[h] = words(q16_buf.data() + pass[h].pair * hd_pad), sh[h] = s[h];
+          TileScoresBf16<H>(qh, kt, (hd + 1) / 2, sh);
+        };
+        const auto accumulate = [&]<int H>(const ActivePair* pass, const float* rescale, Scores, Weights16 p16) {
+          float* acch[H];
+          float rs[H];
+          const uint32_t* ph[H];
+          for (int h = 0; h < H; ++h) acch[h] = acc + pass[h].pair * hd_pad, rs[h] = rescale[h], ph[h] = words(p16[h]);
+          AccumulateTileBf16<H>(acch, rs, ph, vt, pair_stride, pass[0].jb, pass[0].je, hd_pad);
+        };
+        update_pairs(score, accumulate, true);
+      };
+#endif
       // One row reads a tiled key cache in place, and a whole tile of values without padding
       // in place too, widened in registers (the same values, no copy). For several rows the
       // tile is widened once into the scratch tiles: that halves what the rows re-read for a
@@ -403,10 +672,41 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
       WithKvElement(kv.type, [&](const auto* element) {
         using T = std::remove_const_t<std::remove_pointer_t<decltype(element)>>;
         const T* v_src = reinterpret_cast<const T*>(v_rows);
+        if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+          // bf16 bits as bf16 dot products and the pair layout read them.
+          const auto* k16 = reinterpret_cast<const uint16_t*>(k_head);
+          const auto* v16 = reinterpret_cast<const uint16_t*>(v_head);
+          if (kv.tiled) {
+            const uint16_t* k_pairs = k16 + t0 * hd;  // tile t0 / kKvTile
+            const uint16_t* v_pairs = v16 + t0 * hd;
+#ifdef DFLASH_BF16_DOT
+            if (bf16_dot) {
+              if (hd == hd_pad) return update_bf16(k_pairs, v_pairs, 2 * hd);
+              PadValuePairs(v_pairs, rows, hd, hd_pad, v16_tile.data());
+              return update_bf16(k_pairs, v16_tile.data(), 2 * hd_pad);
+            }
+#endif
+            if (m1 - m0 == 1) {  // as for other types: in place, widened in registers
+              if (hd == hd_pad) return update(Bf16Pairs{k_pairs}, Bf16Pairs{v_pairs}, 2 * hd);
+              WidenValuePairs(v_pairs, rows, hd, hd_pad, v_tile.data());
+              return update(Bf16Pairs{k_pairs}, v_tile.data(), hd_pad);
+            }
+            WidenKeyPairs(k_pairs, hd, k_tile.data());
+            WidenValuePairs(v_pairs, rows, hd, hd_pad, v_tile.data());
+            return update(k_tile.data(), v_tile.data(), hd_pad);
+          }
+#ifdef DFLASH_BF16_DOT
+          if (bf16_dot) {
+            PairKeys(k16 + t0 * kv.stride, kv.stride, rows, hd, hd_pad, k16_tile.data());
+            PairValues(v16 + t0 * kv.stride, kv.stride, rows, hd, hd_pad, v16_tile.data());
+            return update_bf16(k16_tile.data(), v16_tile.data(), 2 * hd_pad);
+          }
+#endif
+        }
         const bool one_row = m1 - m0 == 1;
         const float* kt = k_tile.data();
         const T* kt_in_place = nullptr;
-        if (kv.keys_tiled) {
+        if (kv.tiled) {
           const T* k_src = reinterpret_cast<const T*>(k_head) + t0 * hd;  // tile t0 / kKvTile
           if (one_row) {
             kt_in_place = k_src;
@@ -436,6 +736,15 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
   });
 }
 
+// Whether this target has the bf16 dot path and the CPU the instructions for it.
+bool HasBf16DotImpl() {
+#ifdef DFLASH_BF16_DOT
+  return CpuHasBf16Dot();
+#else
+  return false;
+#endif
+}
+
 void StoreKvImpl(const float* x, int64_t n, DType type, void* out) {
   if (type == DType::kF32) {
     std::memcpy(out, x, n * sizeof(float));
@@ -460,6 +769,7 @@ HWY_AFTER_NAMESPACE();
 namespace dflash::ops {
 HWY_EXPORT(AttentionImpl);
 HWY_EXPORT(StoreKvImpl);
+HWY_EXPORT(HasBf16DotImpl);
 
 void Attention(const float* q, int64_t M, int64_t q_stride, const AttentionShape& shape, const KvView& kv,
                const int32_t* key_begin, const int32_t* key_end, float* out, int64_t out_stride,
@@ -470,10 +780,14 @@ void Attention(const float* q, int64_t M, int64_t q_stride, const AttentionShape
   if (shape.head_dim < 1) Fail("Attention: head_dim ", shape.head_dim, " must be positive");
   CheckKvType(kv.type, "Attention");
   const int64_t tile = int64_t{kKvTile} * shape.head_dim;
-  if (kv.keys_tiled && (kv.head_stride % tile != 0 || (shape.n_kv_heads > 1 && kv.head_stride == 0))) {
-    Fail("Attention: tiled keys need a head stride that is a multiple of ", kKvTile, " x ", shape.head_dim,
+  if (kv.tiled && (kv.head_stride % tile != 0 || (shape.n_kv_heads > 1 && kv.head_stride == 0))) {
+    Fail("Attention: a tiled cache needs a head stride that is a multiple of ", kKvTile, " x ", shape.head_dim,
          " elements, have ", kv.head_stride);
   }
+  if (kv.tiled && kv.stride != shape.head_dim)
+    Fail("Attention: a tiled cache's positions are head_dim (", shape.head_dim, ") apart, have ", kv.stride);
+  if (kv.tiled && kv.type == DType::kBF16 && shape.head_dim % 2 != 0)
+    Fail("Attention: a tiled bf16 cache pairs dims, head_dim ", shape.head_dim, " is odd");
   HWY_DYNAMIC_DISPATCH(AttentionImpl)(q, M, q_stride, shape, kv, key_begin, key_end, out, out_stride, pool);
 }
 
@@ -488,14 +802,31 @@ void StoreKv(const float* x, int64_t n, DType type, void* out) {
   HWY_DYNAMIC_DISPATCH(StoreKvImpl)(x, n, type, out);
 }
 
-void StoreKeyTiled(const float* x, int head_dim, DType type, int64_t p, void* head) {
-  CheckKvType(type, "StoreKeyTiled");
+namespace {
+// One position's head_dim values rounded as StoreKv rounds them, each placed at offset(i).
+template <class Offset>
+void StoreTiled(const float* x, int head_dim, DType type, void* head, const char* what, const Offset& offset) {
+  CheckKvType(type, what);
+  if (head_dim > 512) Fail(what, ": head_dim ", head_dim, " is over 512");
+  if (type == DType::kBF16 && head_dim % 2 != 0) Fail(what, ": a tiled bf16 cache pairs dims, head_dim ", head_dim, " is odd");
   const size_t elem = type == DType::kF32 ? 4 : 2;
   uint8_t rounded[4 * 512];
-  if (head_dim > 512) Fail("StoreKeyTiled: head_dim ", head_dim, " is over 512");
   StoreKv(x, head_dim, type, rounded);
   auto* out = static_cast<uint8_t*>(head);
-  for (int i = 0; i < head_dim; ++i) std::memcpy(out + TiledKeyOffset(p, i, head_dim) * elem, rounded + i * elem, elem);
+  for (int i = 0; i < head_dim; ++i) std::memcpy(out + offset(i) * elem, rounded + i * elem, elem);
 }
+}  // namespace
+
+void StoreKeyTiled(const float* x, int head_dim, DType type, int64_t p, void* head) {
+  StoreTiled(x, head_dim, type, head, "StoreKeyTiled", [&](int i) { return TiledKeyOffset(p, i, head_dim, type); });
+}
+
+void StoreValueTiled(const float* x, int head_dim, DType type, int64_t p, void* head) {
+  StoreTiled(x, head_dim, type, head, "StoreValueTiled", [&](int i) { return TiledValueOffset(p, i, head_dim, type); });
+}
+
+bool Bf16DotAllowed() { return Bf16DotSwitch().load(std::memory_order_relaxed); }
+bool Bf16DotActive() { return Bf16DotAllowed() && HWY_DYNAMIC_DISPATCH(HasBf16DotImpl)(); }
+void SetBf16DotAllowed(bool allowed) { Bf16DotSwitch().store(allowed, std::memory_order_relaxed); }
 }  // namespace dflash::ops
 #endif

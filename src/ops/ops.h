@@ -63,25 +63,43 @@ struct AttentionShape {
 // Keys and values as a cache stores them: head_dim elements of `type` (kF32, kF16 or kBF16)
 // per KV head and position; one head's positions `stride` elements apart, and consecutive KV
 // heads `head_stride` elements apart (0: head_dim, the heads side by side in one row per
-// position). With keys_tiled, each head's keys are instead in tiles of kKvTile positions,
-// dim-major inside a tile (TiledKeyOffset; head_stride a multiple of kKvTile * head_dim): the
-// order attention's score loop reads them in, so it reads them in place. Attention widens
-// values to f32 exactly, so a reduced-precision cache rounds each value once, when it is
-// stored (StoreKv, StoreKeyTiled).
+// position). `tiled` is the target's layout, in the order attention's loops read it, so they
+// read it in place: each head's keys in tiles of kKvTile positions, dim-major inside a tile,
+// and its values position by position (stride head_dim; head_stride a multiple of kKvTile *
+// head_dim). A tiled bf16 cache (even head_dim) pairs what one bf16 dot product multiplies: a
+// key's dims 2i and 2i + 1 side by side inside its tile, and a dim's values at positions 2p
+// and 2p + 1 (TiledKeyOffset, TiledValueOffset). Each element is rounded once, when it is
+// stored (StoreKv, StoreKeyTiled, StoreValueTiled); attention reads f32 and f16 caches, and
+// bf16 ones on CPUs without bf16 dot products, as the exact f32 values. With them
+// (Bf16DotActive), a bf16 cache is attended with bf16 dot products: queries and softmax
+// weights are rounded to bf16 too, as a bf16 transformers model computes attention.
 struct KvView {
   const void* k = nullptr;
   const void* v = nullptr;
   int64_t stride = 0;
   DType type = DType::kF32;
   int64_t head_stride = 0;
-  bool keys_tiled = false;
+  bool tiled = false;
 };
 
-// Positions per key tile, and element i of position p in one head's tiled keys.
+// Positions per key tile; element i of position p in one head's tiled keys and values.
 constexpr int kKvTile = 32;
-inline int64_t TiledKeyOffset(int64_t p, int64_t i, int64_t head_dim) {
-  return (p / kKvTile * head_dim + i) * kKvTile + p % kKvTile;
+inline int64_t TiledKeyOffset(int64_t p, int64_t i, int64_t head_dim, DType type) {
+  const int64_t tile = p / kKvTile * head_dim * kKvTile, j = p % kKvTile;
+  if (type == DType::kBF16) return tile + (i / 2 * kKvTile + j) * 2 + i % 2;
+  return tile + i * kKvTile + j;
 }
+inline int64_t TiledValueOffset(int64_t p, int64_t i, int64_t head_dim, DType type) {
+  if (type == DType::kBF16) return (p / 2 * head_dim + i) * 2 + p % 2;
+  return p * head_dim + i;
+}
+
+// Whether attention uses bf16 dot products (AVX512_BF16) for bf16 caches: where the CPU has
+// them and they are allowed, by default on AMD (Zen 4 and later), where they measured faster;
+// DFLASH_BF16_DOT=0 / =1 or SetBf16DotAllowed override that.
+bool Bf16DotActive();
+bool Bf16DotAllowed();
+void SetBf16DotAllowed(bool allowed);
 
 // Scaled dot-product attention for M query rows.
 // q:   M rows of n_heads*head_dim (row stride q_stride floats).
@@ -101,9 +119,10 @@ void Attention(const float* q, int64_t M, int64_t q_stride, const AttentionShape
 // KV cache stores a new position. Each element is rounded on its own, so it is batch-invariant.
 void StoreKv(const float* x, int64_t n, DType type, void* out);
 
-// Writes one position's head_dim f32 values as `type`, rounded as StoreKv rounds them, at
-// position p of one head's tiled keys (KvView::keys_tiled).
+// Write one position's head_dim f32 values as `type`, rounded as StoreKv rounds them, at
+// position p of one head's tiled keys or values (KvView::tiled).
 void StoreKeyTiled(const float* x, int head_dim, DType type, int64_t p, void* head);
+void StoreValueTiled(const float* x, int head_dim, DType type, int64_t p, void* head);
 
 // The name of the SIMD target chosen at run time (e.g. "AVX3_ZEN4"), for reports.
 const char* SimdTargetName();

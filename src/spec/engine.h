@@ -34,10 +34,10 @@ struct EngineOptions {
   // CPUs only; elsewhere the exact path runs). Results stay batch-invariant, not bit-equal to
   // the exact path.
   bool bf16_activations = false;
-  // The target's KV cache elements: kF32, kF16 (half the bytes; within the goldens' f16
-  // tolerance, see tests/golden_test.cc) or kBF16. f32 stays the default: on the 2-core test
-  // machine f16 decode at 4k keys measured slower (185 vs 124 ms/token, Q8_0 0.6B), the
-  // per-tile widening pass not yet hiding the strided DRAM reads.
+  // The target's KV cache elements: kF32 (the library's default, the exact path the goldens
+  // check), kF16 (half the bytes; within the goldens' f16 tolerance, tests/golden_test.cc) or
+  // kBF16 (attended with bf16 dot products where the CPU has them, ops.h). The CLI's default
+  // is bf16 on such CPUs and f16 elsewhere.
   DType kv_type = DType::kF32;
 };
 
