@@ -1,8 +1,10 @@
 // Kernels against a double-precision reference, and batch invariance bit for bit.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -235,6 +237,14 @@ TEST(Attention, StoreKvRoundsEachElementToNearestEven) {
   EXPECT_EQ(F16ToF32(h[3]), 1.0f);
   ops::StoreKv(x.data(), static_cast<int64_t>(x.size()), DType::kBF16, h.data());
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(h[i], F32ToBF16(x[i])) << i << ": " << x[i];
+  std::vector<float> special = x;  // bf16 only: f16's NaN payloads are the hardware's
+  special[4] = std::numeric_limits<float>::quiet_NaN();
+  special[5] = -std::numeric_limits<float>::infinity();
+  special[6] = std::bit_cast<float>(0x7F800001u);  // a signalling NaN whose payload rounds away
+  special[7] = std::bit_cast<float>(0x3F7FFFFFu);  // rounds up into the next binade
+  special[8] = std::numeric_limits<float>::max();  // rounds up to infinity
+  ops::StoreKv(special.data(), static_cast<int64_t>(special.size()), DType::kBF16, h.data());
+  for (size_t i = 0; i < special.size(); ++i) ASSERT_EQ(h[i], F32ToBF16(special[i])) << i << ": " << special[i];
   std::vector<float> f(x.size());
   ops::StoreKv(x.data(), static_cast<int64_t>(x.size()), DType::kF32, f.data());
   EXPECT_EQ(0, std::memcmp(f.data(), x.data(), x.size() * sizeof(float)));
