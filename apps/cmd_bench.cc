@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "io/json_file.h"
 #include "model_flags.h"
+#include "ops/ops.h"
 #include "ops/quant_blocks.h"
 #include "report.h"
 
@@ -228,8 +229,10 @@ const auto kProgress = [](const char* what, int done, int total) {
 // matrices' and attention's multiply-add rates against this machine's compute peaks, measured
 // in the same run. The matrices' peak is the int8 one where the weights are block-quantised
 // (their products are int8 dot products); their time includes quantising the activations.
+// bf16_attention: attention ran bf16 dot products (a bf16 cache where Bf16DotActive), so its
+// rate is against that peak, else against f32 FMAs.
 void PrintStages(const std::vector<VerifyCostPoint>& pts, const DecoderConfig& config, bool int8_weights,
-                 const ComputePeak& peak, Json& jpts) {
+                 bool bf16_attention, const ComputePeak& peak, Json& jpts) {
   constexpr int kStages = static_cast<int>(PassStage::kCount);
   std::printf("\nper stage, mean ms per pass (share of the pass):\n%8s %5s", "context", "rows");
   for (int s = 0; s < kStages; ++s) std::printf(" %16s", PassStageName(static_cast<PassStage>(s)));
@@ -242,10 +245,11 @@ void PrintStages(const std::vector<VerifyCostPoint>& pts, const DecoderConfig& c
     std::printf("\n");
   }
   const double matmul_peak = int8_weights ? peak.int8_gmacs : 0;
-  std::printf("\ncompute peak of all threads, this run: f32 FMA %.1f G MAC/s, int8 dot %.1f G MAC/s%s\n",
-              peak.f32_gmacs, peak.int8_gmacs, peak.int8_gmacs > 0 ? "" : " (no VNNI on this target)");
+  const double attn_peak = bf16_attention ? peak.bf16_gmacs : peak.f32_gmacs;
+  std::printf("\ncompute peak of all threads, this run: f32 FMA %.1f G MAC/s, int8 dot %.1f G MAC/s%s, bf16 dot %.1f G MAC/s\n",
+              peak.f32_gmacs, peak.int8_gmacs, peak.int8_gmacs > 0 ? "" : " (no VNNI on this target)", peak.bf16_gmacs);
   std::printf("%8s %5s %14s %9s %14s %9s\n", "context", "rows", "matmul GMAC/s", int8_weights ? "% int8" : "",
-              "attn GMAC/s", "% f32");
+              "attn GMAC/s", bf16_attention ? "% bf16" : "% f32");
   for (size_t i = 0; i < pts.size(); ++i) {
     const VerifyCostPoint& p = pts[i];
     const PassMacs macs = CountPassMacs(config, p.context, p.rows);
@@ -259,7 +263,7 @@ void PrintStages(const std::vector<VerifyCostPoint>& pts, const DecoderConfig& c
     } else {
       std::printf(" %9s", "");
     }
-    std::printf(" %14.1f %8.1f%%\n", attn_rate, peak.f32_gmacs > 0 ? 100 * attn_rate / peak.f32_gmacs : 0.0);
+    std::printf(" %14.1f %8.1f%%\n", attn_rate, attn_peak > 0 ? 100 * attn_rate / attn_peak : 0.0);
     Json& j = jpts[i];
     j["stages_ms"] = Json::object();
     for (int s = 0; s < kStages; ++s) j["stages_ms"][PassStageName(static_cast<PassStage>(s))] = p.stages.ms[s];
@@ -286,14 +290,18 @@ int VerifyCost(dflash::Engine& engine, const ModelFlags& mf, const std::string& 
                         {"ms_max", p.ms_max}, {"ratio", p.ratio}});
   }
   if (profile) {
-    PrintStages(pts, engine.target().config(), quant::IsBlockQuantized(engine.target().lm_head().dtype), peak, jpts);
+    const bool bf16_attention = engine.options().kv_type == DType::kBF16 && ops::Bf16DotActive();
+    PrintStages(pts, engine.target().config(), quant::IsBlockQuantized(engine.target().lm_head().dtype), bf16_attention,
+                peak, jpts);
   }
   std::printf("peak RSS %.0f MiB\n", PeakRssMiB());
   if (!json_path.empty()) {
     Json j{{"machine", MachineJson(machine, engine.threads())}, {"model", mf.model},
            {"kv_type", DTypeName(engine.options().kv_type)}, {"repeats", repeats}, {"verify_cost", jpts},
            {"peak_rss_mib", PeakRssMiB()}};
-    if (profile) j["compute_peak"] = Json{{"f32_gmacs", peak.f32_gmacs}, {"int8_gmacs", peak.int8_gmacs}};
+    if (profile) {
+      j["compute_peak"] = Json{{"f32_gmacs", peak.f32_gmacs}, {"int8_gmacs", peak.int8_gmacs}, {"bf16_gmacs", peak.bf16_gmacs}};
+    }
     std::ofstream out(json_path);
     if (!out) Fail(json_path, ": cannot write");
     out << j.dump(2) << "\n";

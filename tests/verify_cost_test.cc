@@ -138,6 +138,10 @@ TEST(ComputePeak, RatesArePositiveAndPassesAreChecked) {
   const ComputePeak p = MeasureComputePeak(pool, 1);
   EXPECT_GT(p.f32_gmacs, 0.0);
   EXPECT_GE(p.int8_gmacs, 0.0);
+  EXPECT_GE(p.bf16_gmacs, 0.0);
+  if (ops::Bf16DotActive()) {
+    EXPECT_GT(p.bf16_gmacs, 0.0);
+  }
   if (std::string(ops::SimdTargetName()) == "AVX3_DL") {
     EXPECT_GT(p.int8_gmacs, 0.0);
   }

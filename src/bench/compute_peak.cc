@@ -1,5 +1,5 @@
 // Compute-peak probe: kChains independent accumulators, each updated once per step by one
-// vector FMA (or one VNNI dot product), so the loop is bound by issue throughput, not latency.
+// vector FMA (or one VNNI or bf16 dot product), so the loop is bound by issue throughput, not latency.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "bench/compute_peak.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -68,6 +68,33 @@ double Int8DotLoop(int64_t steps, float seed, float* sink) {
 #endif
 }
 
+#if HWY_TARGET == HWY_AVX3_DL
+__attribute__((target("avx512f,avx512bf16"))) double Bf16DotSteps(int64_t steps, float seed, float* sink) {
+  const __m512bh a = reinterpret_cast<__m512bh>(_mm512_set1_epi16(static_cast<short>(0x3F80 + static_cast<int>(seed) % 3)));
+  const __m512bh b = reinterpret_cast<__m512bh>(_mm512_set1_epi16(0x3F7F));
+  __m512 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(static_cast<float>(c));
+  for (int64_t s = 0; s < steps; ++s) {
+#pragma GCC unroll 12
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_dpbf16_ps(acc[c], a, b);
+  }
+  __m512 sum = acc[0];
+  for (int c = 1; c < kChains; ++c) sum = _mm512_add_ps(sum, acc[c]);
+  *sink = _mm512_reduce_add_ps(sum);
+  return static_cast<double>(steps) * kChains * 32;
+}
+#endif
+
+// The same with bf16 dot products (2 multiply-adds per f32 lane); 0 where the CPU has none.
+double Bf16DotLoop(int64_t steps, float seed, float* sink) {
+#if HWY_TARGET == HWY_AVX3_DL
+  if (__builtin_cpu_supports("avx512bf16")) return Bf16DotSteps(steps, seed, sink);
+#endif
+  *sink = seed;
+  (void)steps;
+  return 0;
+}
+
 }  // namespace dflash::HWY_NAMESPACE
 #if HWY_TARGET == HWY_AVX3_DL && HWY_COMPILER_CLANG
 #pragma clang attribute pop
@@ -78,6 +105,7 @@ HWY_AFTER_NAMESPACE();
 namespace dflash {
 HWY_EXPORT(FmaLoop);
 HWY_EXPORT(Int8DotLoop);
+HWY_EXPORT(Bf16DotLoop);
 
 namespace {
 // G multiply-adds per second of `loop` on every pool thread at once, best of `passes`.
@@ -107,6 +135,9 @@ ComputePeak MeasureComputePeak(ThreadPool& pool, int passes) {
   });
   p.int8_gmacs = PeakGmacs(pool, passes, [](int64_t steps, float seed, float* sink) {
     return HWY_DYNAMIC_DISPATCH(Int8DotLoop)(steps, seed, sink);
+  });
+  p.bf16_gmacs = PeakGmacs(pool, passes, [](int64_t steps, float seed, float* sink) {
+    return HWY_DYNAMIC_DISPATCH(Bf16DotLoop)(steps, seed, sink);
   });
   return p;
 }
