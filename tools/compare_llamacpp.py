@@ -3,8 +3,8 @@
 prompt token ids and the same number of greedy tokens, measured in one run.
 
 For each GGUF:
-  ours              build/bin/dflash generate --mode ar --no-eos --json: its own prefill and
-                    decode timers (GenerateStats)
+  ours              build/bin/dflash generate --mode ar --no-eos --json --kv-type f16 (llama.cpp's
+                    default cache type): its own prefill and decode timers (GenerateStats)
   llama-cpp-python  the llama.cpp it compiled at install: prefill = one llama_decode of the
                     prompt, decode = one token per llama_decode, timed by llama.cpp's own perf
                     counters (llama_perf_context), greedy from the last logits
@@ -53,7 +53,8 @@ def prompt_ids(n, vocab, seed):
 def run_ours(binary, model, ids, gen, threads):
     cmd = [str(binary), "generate", "-m", str(model), "--mode", "ar", "--no-eos", "--json",
            "-n", str(gen), "-t", str(threads), "-c", str(len(ids) + gen + 16),
-           "--prefill-chunk", str(len(ids)), "--prompt-ids", ",".join(map(str, ids))]
+           "--prefill-chunk", str(len(ids)), "--prompt-ids", ",".join(map(str, ids)),
+           "--kv-type", "f16"]  # llama.cpp's default cache type: both engines read the same KV bytes
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     j = json.loads(out.strip().splitlines()[-1])
     return j["prefill_tok_s"], j["decode_tok_s"], j["tokens"]

@@ -30,8 +30,10 @@ def test_converted_tiny_qwen3_generates_like_the_original(tmp_path, outtype):
     prompt, greedy = golden_i32("prompt1.ids"), golden_i32("greedy")
 
     def run(model, *flags):
+        # An f32 cache: the exact path transformers' f32 goldens are checked against.
         res = subprocess.run([DFLASH, "generate", "-m", str(model), "--mode", "ar", "--no-eos", "--json",
-                              "-n", str(len(greedy)), "--prompt-ids", ",".join(map(str, prompt)), *flags],
+                              "-n", str(len(greedy)), "--prompt-ids", ",".join(map(str, prompt)),
+                              "--kv-type", "f32", *flags],
                              check=True, capture_output=True, text=True)
         return json.loads(res.stdout.strip().splitlines()[-1])["tokens"]
 
