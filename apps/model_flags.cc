@@ -37,8 +37,9 @@ void ModelFlags::Declare(Args& a) {
   a.Option("--target-quant", &target_quant, "none|q8_0|q4_0|q4_k", "quantise the target's matrices at load time (also the embedding and LM head the draft shares)");
   a.Flag("--bf16-dot", &bf16_dot, "BF16 weights: round activations to bf16 and use native bf16 dot products (AVX512_BF16; faster, not bit-equal to the exact f32 path)");
   a.Option("--kv-type", &kv_type, "auto|f32|f16|bf16",
-           "target KV cache element type (like llama.cpp's --cache-type-k/v). auto: bf16 where the CPU has bf16 dot "
-           "products (AVX512_BF16), which attention then runs on as a bf16 transformers model does, else f16; "
+           "target KV cache element type (like llama.cpp's --cache-type-k/v). auto: bf16 where attention runs on bf16 "
+           "dot products (AVX512_BF16; on AMD by default, DFLASH_BF16_DOT=0/1 overrides), as a bf16 transformers model "
+           "does, else f16; "
            "f32 doubles the cache and is the exact path the transformers goldens check");
   a.Option("--draft-quant", &draft_quant, "none|q8_0|q4_0|q4_k", "quantise the draft's own matrices at load time");
 }

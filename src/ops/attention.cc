@@ -17,8 +17,8 @@
 // pairs at a time and value sums two heads of a row at a time where the group is even, so
 // each widened key or value vector feeds several FMAs.
 //
-// bf16 caches on CPUs with AVX512_BF16 (Zen 4 and later, Sapphire Rapids; ops.h: Bf16DotActive)
-// take a third path: each vdpbf16ps multiplies pairs of bf16 into 16 f32 sums, twice the
+// bf16 caches on CPUs with AVX512_BF16 (by default AMD's; ops.h: Bf16DotActive) take a third
+// path: each vdpbf16ps multiplies pairs of bf16 into 16 f32 sums, twice the
 // multiply-adds of an f32 FMA, and reads the cache as it lies, with nothing widened. The tiled
 // cache pairs what one instruction multiplies (ops.h: TiledKeyOffset, TiledValueOffset); the
 // query is rounded to bf16 once per call and each tile's softmax weights once, as a bf16
@@ -56,7 +56,8 @@ constexpr int64_t kQueryRowsPerTask = 16;
 
 // Whether bf16 caches may take the bf16 dot path (see ops.h). By default on AMD only: on the
 // Xeon (Sapphire Rapids) of 2026-12-06 vdpbf16ps attention measured slower than the f32 FMA
-// path at every row count (README), while on Zen 5 it halves a 16-row pass at 4k keys.
+// path at every row count (README), while on Zen 5 it cut a 16-row pass at 4k keys by a third
+// (attention 43%); Zen 4 has the instruction too but was not measured.
 inline std::atomic<bool>& Bf16DotSwitch() {
   static std::atomic<bool> allowed{[] {
     const char* env = std::getenv("DFLASH_BF16_DOT");

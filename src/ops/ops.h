@@ -95,7 +95,7 @@ inline int64_t TiledValueOffset(int64_t p, int64_t i, int64_t head_dim, DType ty
 }
 
 // Whether attention uses bf16 dot products (AVX512_BF16) for bf16 caches: where the CPU has
-// them and they are allowed, by default on AMD (Zen 4 and later), where they measured faster;
+// them and they are allowed, by default on AMD (measured faster on Zen 5; Zen 4 untested);
 // DFLASH_BF16_DOT=0 / =1 or SetBf16DotAllowed override that.
 bool Bf16DotActive();
 bool Bf16DotAllowed();
