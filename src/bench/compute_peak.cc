@@ -14,6 +14,7 @@
 
 #include "bench/compute_peak.h"
 #include "core/error.h"
+#include "ops/cpu_features.h"
 namespace dflash {
 // Twelve chains cover a 4-cycle latency at three issues per cycle.
 constexpr int kChains = 12;
@@ -88,7 +89,7 @@ __attribute__((target("avx512f,avx512bf16"))) double Bf16DotSteps(int64_t steps,
 // The same with bf16 dot products (2 multiply-adds per f32 lane); 0 where the CPU has none.
 double Bf16DotLoop(int64_t steps, float seed, float* sink) {
 #if HWY_TARGET == HWY_AVX3_DL
-  if (__builtin_cpu_supports("avx512bf16")) return Bf16DotSteps(steps, seed, sink);
+  if (ops::CpuHasAvx512Bf16()) return Bf16DotSteps(steps, seed, sink);
 #endif
   *sink = seed;
   (void)steps;

@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "ops/cpu_features.h"
 #include "ops/ops.h"
 namespace dflash::ops {
 constexpr int64_t kQueryRowsPerTask = 16;
@@ -213,18 +214,24 @@ inline void PadValuePairs(const uint16_t* src, int rows, int hd, int hd_pad, uin
   for (int r = 0; r < rows; r += 2) std::memcpy(dst + r * hd_pad, src + r * hd, 4 * static_cast<size_t>(hd));
 }
 
-// n finite floats (n a multiple of kLanes) rounded to bf16, to nearest even: into bits as bf16,
-// and in place as f32 when `in_place` (the weights: the sum then adds what the values are
-// multiplied by).
+// Each lane's f32 bits rounded to bf16 (to nearest even, as F32ToBF16 rounds a number): the
+// bf16 bits in the high half, zeros below, i.e. the rounded f32. NaNs are StoreKv's to keep.
+template <class VU>
+HWY_INLINE VU RoundedBf16Bits(VU u) {
+  const hn::DFromV<VU> du;
+  return hn::And(hn::Add(u, hn::Add(hn::Set(du, 0x7FFFu), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u)))),
+                 hn::Set(du, 0xFFFF0000u));
+}
+
+// n finite floats (n a multiple of kLanes) rounded to bf16: into bits as bf16, and in place as
+// f32 when `in_place` (the weights: the sum then adds what the values are multiplied by).
 HWY_INLINE void RoundToBf16(float* x, int n, uint16_t* bits, bool in_place) {
   const DF d;
   const hn::RebindToUnsigned<DF> du;
   const hn::RebindToSigned<DF> di;
   const hn::Rebind<uint16_t, DF> d16;
-  const auto half = hn::Set(du, 0x7FFFu), one = hn::Set(du, 1u), high = hn::Set(du, 0xFFFF0000u);
   for (int j = 0; j < n; j += kLanes) {
-    const auto u = hn::BitCast(du, hn::LoadU(d, x + j));
-    const auto rounded = hn::And(hn::Add(u, hn::Add(half, hn::And(hn::ShiftRight<16>(u), one))), high);
+    const auto rounded = RoundedBf16Bits(hn::BitCast(du, hn::LoadU(d, x + j)));
     if (in_place) hn::StoreU(hn::BitCast(d, rounded), d, x + j);
     hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(rounded))), d16, bits + j);
   }
@@ -450,11 +457,6 @@ DFLASH_BF16_ATTR void AccumulateTileBf16(float* const (&acc)[H], const float (&r
   i = AccumulateSlicesBf16<4 / H, H>(acc, rescale, p, v, pair_stride, jb, je, i, dim);
   AccumulateSlicesBf16<1, H>(acc, rescale, p, v, pair_stride, jb, je, i, dim);
 }
-
-inline bool CpuHasBf16Dot() {
-  static const bool has = __builtin_cpu_supports("avx512bf16");
-  return has;
-}
 #endif  // HWY_TARGET == HWY_AVX3_DL
 
 // exp(s[j] - max) for the kKvTile scores of a tile, vectorised (masked lanes are -inf -> 0).
@@ -540,7 +542,7 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
   const size_t elem = kv.type == DType::kF32 ? 4 : 2;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 #ifdef DFLASH_BF16_DOT
-  const bool bf16_dot = kv.type == DType::kBF16 && CpuHasBf16Dot() && Bf16DotSwitch().load(std::memory_order_relaxed);
+  const bool bf16_dot = kv.type == DType::kBF16 && CpuHasAvx512Bf16() && Bf16DotSwitch().load(std::memory_order_relaxed);
 #else
   constexpr bool bf16_dot = false;
 #endif
@@ -740,7 +742,7 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
 // Whether this target has the bf16 dot path and the CPU the instructions for it.
 bool HasBf16DotImpl() {
 #ifdef DFLASH_BF16_DOT
-  return CpuHasBf16Dot();
+  return CpuHasAvx512Bf16();
 #else
   return false;
 #endif
@@ -765,13 +767,12 @@ void StoreKvImpl(const float* x, int64_t n, DType type, void* out) {
     const hn::Rebind<uint16_t, DF> d16;
     const auto abs_mask = hn::Set(du, 0x7FFFFFFFu), quiet = hn::Set(du, 0x40u);
     const auto inf = hn::Set(di, 0x7F800000);
-    const auto half = hn::Set(du, 0x7FFFu), one = hn::Set(du, 1u);
     auto* bits = static_cast<uint16_t*>(out);
     int64_t i = 0;
     for (; i + kLanes <= n; i += kLanes) {
       const auto u = hn::BitCast(du, hn::LoadU(d, x + i));
       const auto high = hn::ShiftRight<16>(u);
-      const auto rounded = hn::ShiftRight<16>(hn::Add(u, hn::Add(half, hn::And(high, one))));
+      const auto rounded = hn::ShiftRight<16>(RoundedBf16Bits(u));
       const auto nan = hn::RebindMask(du, hn::Gt(hn::BitCast(di, hn::And(u, abs_mask)), inf));
       hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hn::IfThenElse(nan, hn::Or(high, quiet), rounded))), d16, bits + i);
     }

@@ -26,6 +26,7 @@
 
 #include "core/error.h"
 #include "ops/column_tasks.h"
+#include "ops/cpu_features.h"
 #include "ops/matmul_mlx.h"
 #include "ops/matmul_quant.h"
 #include "ops/mlx_affine.h"
@@ -37,10 +38,6 @@ constexpr int64_t kRowTile = 4;
 constexpr int64_t kColTile = 4;
 // x rows kept hot in cache while a task streams its weight rows.
 constexpr int64_t kRowBlock = 64;
-inline bool CpuHasAvx512Bf16() {
-  static const bool has = __builtin_cpu_supports("avx512bf16");
-  return has;
-}
 }  // namespace dflash::ops
 #endif
 
