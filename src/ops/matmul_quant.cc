@@ -326,9 +326,13 @@ struct PackedColumns {
   HWY_INLINE const uint8_t* VectorPtr(int64_t b, int64_t v) const {
     return base + PackedVectorsAt(b, 64 * vectors, f16_bytes) + 64 * v;
   }
-  // Asks for part `part` of `parts` of block b's code lines (nothing past the last block).
+  // Asks for part `part` of `parts` of block b's code lines. Groups lie one after another, so
+  // past the last block this asks for the next group's first blocks, which the kernel reads
+  // next; past the buffer's end a prefetch never faults. Stopping at the group's end left every
+  // group's first blocks to the hardware: Qwen3-0.6B's LM head (4 super-blocks per group), 2
+  // threads, Zen 5 EPYC, 3 interleaved runs: one row Q4_K 2.29-2.46 -> 1.38-1.72 ms, Q8_0
+  // 3.15-4.27 -> 2.84-3.44; 16 rows Q4_K 5.78-6.02 -> 5.11-5.37, Q8_0 5.61-6.18 -> 4.85-5.34.
   HWY_INLINE void Prefetch(int64_t b, int64_t part = 0, int64_t parts = 1) const {
-    if (b >= blocks) return;
     for (int64_t v = vectors * part / parts; v < vectors * (part + 1) / parts; ++v) PrefetchLine(VectorPtr(b, v));
   }
   HWY_INLINE __m512 F16(int64_t b) const {
