@@ -469,13 +469,18 @@ HWY_NOINLINE void GroupRows(const PackedColumns& g, const QuantizedRows& xq, int
   constexpr int64_t kAhead = (R > 1 ? 4096 : 1024) / (64 * F::kVectors);  // blocks
   const bool ahead = R > 1 || PrefetchOneRow();
   const QuantizedRun x = xq.Run(m);
+  // Both loops unrolled, so the accumulators live in registers only: otherwise GCC kept a copy
+  // in memory, storing all R after every block (1 thread, 16 rows, interleaved: Q6_K 3072x1024
+  // 185-188 -> 170-176 us, Q8_0 145-154 -> 142-144).
   __m512 acc[R];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < K / F::kElems; ++b) {
     if (F::kElems == 32 && ahead) g.Prefetch(b + kAhead);
     F::template Block<R>(g, b, x, acc, ahead);
   }
   const __mmask16 mask = static_cast<__mmask16>((1u << g.count) - 1);
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * y_stride, mask, acc[r]);
 }
 
