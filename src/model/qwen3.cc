@@ -126,6 +126,11 @@ void Qwen3Model::FillSyntheticKv(int length) {
   kv_->length = length;
 }
 
+template <class Fn>
+void Qwen3Model::ForEachRow(int n, const Fn& fn) {
+  pool_.ParallelFor(n, [&](int64_t r) { fn(static_cast<int>(r)); });
+}
+
 void Qwen3Model::Attention(int layer, int n, StageClock& clock) {
   const DecoderLayerWeights& w = layers_[layer];
   const int pos0 = kv_->length;
@@ -140,18 +145,20 @@ void Qwen3Model::Attention(int layer, int n, StageClock& clock) {
   ops::MatMulShared(xn_.data(), n, qkv, pool_);
   clock.Mark(PassStage::kQkv);
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
-  ops::RmsNorm(q_.data(), static_cast<int64_t>(n) * cfg_.num_heads, cfg_.head_dim, w.q_norm.data(), eps, q_.data());
-  ops::RmsNorm(k_rows, static_cast<int64_t>(n) * cfg_.num_kv_heads, cfg_.head_dim, w.k_norm.data(), eps, k_rows);
   const int window = cfg_.layer_window[layer];
-  for (int r = 0; r < n; ++r) {
+  ForEachRow(n, [&](int r) {
     const int pos = pos0 + r;
-    rope_.Apply(q_.data() + static_cast<size_t>(r) * q_dim_, cfg_.num_heads, pos);
-    rope_.Apply(k_rows + static_cast<size_t>(r) * kv_dim_, cfg_.num_kv_heads, pos);
+    float* q = q_.data() + static_cast<size_t>(r) * q_dim_;
+    float* k = k_rows + static_cast<size_t>(r) * kv_dim_;
+    ops::RmsNorm(q, cfg_.num_heads, cfg_.head_dim, w.q_norm.data(), eps, q);
+    ops::RmsNorm(k, cfg_.num_kv_heads, cfg_.head_dim, w.k_norm.data(), eps, k);
+    rope_.Apply(q, cfg_.num_heads, pos);
+    rope_.Apply(k, cfg_.num_kv_heads, pos);
     key_begin_[r] = window > 0 ? std::max(0, pos - window + 1) : 0;
     key_end_[r] = pos + 1;
-  }
-  StorePositions(k_rows, n, pos0, /*keys=*/true, k_layer);
-  StorePositions(v_rows, n, pos0, /*keys=*/false, v_layer);
+    StorePositions(k, 1, pos, /*keys=*/true, k_layer);
+    StorePositions(v_rows + static_cast<size_t>(r) * kv_dim_, 1, pos, /*keys=*/false, v_layer);
+  });
   ops::AttentionShape shape{cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim,
                             1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
   const ops::KvView kv{k_layer, v_layer, cfg_.head_dim, options_.kv_type, KvHeadPositions() * cfg_.head_dim,
@@ -180,23 +187,33 @@ void Qwen3Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
   }
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const int64_t I = cfg_.intermediate_size;
+  // Between the matrix products, each row's norms, residual adds and SwiGLU, row by row.
+  const auto residual_norm = [&](int r, const std::vector<float>& norm) {
+    float* x = x_.data() + r * H;
+    float* xn = xn_.data() + r * H;
+    ops::AddInPlace(x, xn, H);
+    ops::RmsNorm(x, 1, H, norm.data(), eps, xn);
+  };
+  ForEachRow(n, [&](int r) { ops::RmsNorm(x_.data() + r * H, 1, H, layers_[0].input_norm.data(), eps, xn_.data() + r * H); });
   for (int l = 0; l < cfg_.num_layers; ++l) {
     const DecoderLayerWeights& w = layers_[l];
-    ops::RmsNorm(x_.data(), n, H, w.input_norm.data(), eps, xn_.data());
     clock.Mark(PassStage::kOther);
     Attention(l, n, clock);
-    ops::AddInPlace(x_.data(), xn_.data(), n * H);
-    ops::RmsNorm(x_.data(), n, H, w.post_attention_norm.data(), eps, xn_.data());
+    ForEachRow(n, [&](int r) { residual_norm(r, w.post_attention_norm); });
     clock.Mark(PassStage::kOther);
     const ops::MatMulOutput gate_up[] = {{&w.gate_proj, nullptr, gate_.data()}, {&w.up_proj, nullptr, up_.data()}};
     ops::MatMulShared(xn_.data(), n, gate_up, pool_);
     clock.Mark(PassStage::kGateUp);
-    ops::SiluMul(gate_.data(), up_.data(), n * I, gate_.data());
+    ForEachRow(n, [&](int r) { ops::SiluMul(gate_.data() + r * I, up_.data() + r * I, I, gate_.data() + r * I); });
     clock.Mark(PassStage::kOther);
     ops::MatMul(gate_.data(), n, w.down_proj, nullptr, xn_.data(), pool_);
     clock.Mark(PassStage::kDown);
-    ops::AddInPlace(x_.data(), xn_.data(), n * H);
-    if (l < cfg_.num_layers - 1) Capture(l, x_.data(), n);
+    if (l == cfg_.num_layers - 1) {
+      ForEachRow(n, [&](int r) { ops::AddInPlace(x_.data() + r * H, xn_.data() + r * H, H); });
+    } else {
+      ForEachRow(n, [&](int r) { residual_norm(r, layers_[l + 1].input_norm); });  // the next layer's input
+      Capture(l, x_.data(), n);
+    }
   }
   kv_->length += n;
   // The final norm runs on every row when the last layer is captured: HF's hidden_states[L],
