@@ -129,15 +129,17 @@ void DFlashDraft::LayerAttention(int layer, int B, int pos) {
                                     {&w.k_proj, BiasOrNull(w.k_bias), k_rows},
                                     {&w.v_proj, BiasOrNull(w.v_bias), v_rows}};
   ops::MatMulShared(xn_.data(), B, qkv, pool_);
-  ops::RmsNorm(q_.data(), static_cast<int64_t>(B) * d.num_heads, d.head_dim, w.q_norm.data(), eps, q_.data());
-  ops::RmsNorm(k_rows, static_cast<int64_t>(B) * d.num_kv_heads, d.head_dim, w.k_norm.data(), eps, k_rows);
+  pool_.ParallelFor(B, [&](int64_t j) {
+    float* q = q_.data() + static_cast<size_t>(j) * q_dim_;
+    float* k = k_rows + static_cast<size_t>(j) * kv_dim_;
+    ops::RmsNorm(q, d.num_heads, d.head_dim, w.q_norm.data(), eps, q);
+    ops::RmsNorm(k, d.num_kv_heads, d.head_dim, w.k_norm.data(), eps, k);
+    rope_.Apply(q, d.num_heads, pos + static_cast<int>(j));
+    rope_.Apply(k, d.num_kv_heads, pos + static_cast<int>(j));
+  });
   const int window = d.layer_window[layer];
   const bool causal = cfg_.layer_causal[layer];
   const int total = bound_->length + B;
-  for (int j = 0; j < B; ++j) {
-    rope_.Apply(q_.data() + static_cast<size_t>(j) * q_dim_, d.num_heads, pos + j);
-    rope_.Apply(k_rows + static_cast<size_t>(j) * kv_dim_, d.num_kv_heads, pos + j);
-  }
   for (int j = 0; j < B; ++j) {
     const int q_pos = pos + j;
     int begin = 0, end = causal ? bound_->length + j + 1 : total;
@@ -173,17 +175,21 @@ void DFlashDraft::Propose(int32_t anchor, int pos, int B, int proposals) {
       for (int64_t i = 0; i < H; ++i) x_[j * H + i] *= scale;
     }
   }
+  // Row-local work over the pool by rows, as in the target (model/qwen3.cc).
+  const auto norm = [&](int64_t j, const std::vector<float>& weight) {
+    ops::RmsNorm(x_.data() + j * H, 1, H, weight.data(), eps, xn_.data() + j * H);
+  };
+  const auto add = [&](int64_t j) { ops::AddInPlace(x_.data() + j * H, xn_.data() + j * H, H); };
   for (int l = 0; l < d.num_layers; ++l) {
     const DecoderLayerWeights& w = layers_[l];
-    ops::RmsNorm(x_.data(), B, H, w.input_norm.data(), eps, xn_.data());
+    pool_.ParallelFor(B, [&](int64_t j) { norm(j, w.input_norm); });
     LayerAttention(l, B, pos);
-    ops::AddInPlace(x_.data(), xn_.data(), B * H);
-    ops::RmsNorm(x_.data(), B, H, w.post_attention_norm.data(), eps, xn_.data());
+    pool_.ParallelFor(B, [&](int64_t j) { add(j), norm(j, w.post_attention_norm); });
     const ops::MatMulOutput gate_up[] = {{&w.gate_proj, nullptr, gate_.data()}, {&w.up_proj, nullptr, up_.data()}};
     ops::MatMulShared(xn_.data(), B, gate_up, pool_);
-    ops::SiluMul(gate_.data(), up_.data(), B * I, gate_.data());
+    pool_.ParallelFor(B, [&](int64_t j) { ops::SiluMul(gate_.data() + j * I, up_.data() + j * I, I, gate_.data() + j * I); });
     ops::MatMul(gate_.data(), B, w.down_proj, nullptr, xn_.data(), pool_);
-    ops::AddInPlace(x_.data(), xn_.data(), B * H);
+    pool_.ParallelFor(B, add);
   }
   ops::RmsNorm(x_.data() + H, proposals, H, final_norm_.data(), eps, xn_.data());
   ops::MatMul(xn_.data(), proposals, target_.lm_head(), nullptr, logits_.data(), pool_);
