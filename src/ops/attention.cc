@@ -223,18 +223,15 @@ HWY_INLINE VU RoundedBf16Bits(VU u) {
                  hn::Set(du, 0xFFFF0000u));
 }
 
-// n finite floats (n a multiple of kLanes) rounded to bf16: into bits as bf16, and in place as
-// f32 when `in_place` (the weights: the sum then adds what the values are multiplied by).
-HWY_INLINE void RoundToBf16(float* x, int n, uint16_t* bits, bool in_place) {
+// A vector of finite floats rounded to bf16: stored into bits as bf16, returned as f32.
+HWY_INLINE VF RoundToBf16(VF x, uint16_t* bits) {
   const DF d;
   const hn::RebindToUnsigned<DF> du;
   const hn::RebindToSigned<DF> di;
+  const auto rounded = RoundedBf16Bits(hn::BitCast(du, x));
   const hn::Rebind<uint16_t, DF> d16;
-  for (int j = 0; j < n; j += kLanes) {
-    const auto rounded = RoundedBf16Bits(hn::BitCast(du, hn::LoadU(d, x + j)));
-    if (in_place) hn::StoreU(hn::BitCast(d, rounded), d, x + j);
-    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(rounded))), d16, bits + j);
-  }
+  hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, hn::ShiftRight<16>(rounded))), d16, bits);
+  return hn::BitCast(d, rounded);
 }
 
 // Where the f32 path reads keys and values: a cache's elements (T*: a dim-major key tile, value
@@ -459,15 +456,27 @@ DFLASH_BF16_ATTR void AccumulateTileBf16(float* const (&acc)[H], const float (&r
 }
 #endif  // HWY_TARGET == HWY_AVX3_DL
 
-// exp(s[j] - max) for the kKvTile scores of a tile, vectorised (masked lanes are -inf -> 0).
-HWY_INLINE void ExpShifted(float* s, float max) {
-  const DF d;
-  const auto vmax = hn::Set(d, max);
-  for (int j = 0; j < kKvTile; j += kLanes) hn::StoreU(hn::Exp(d, hn::Sub(hn::LoadU(d, s + j), vmax)), d, s + j);
+// exp(x) for x <= 0, -inf giving exactly 0, as the softmax needs it: 2^n * 2^f with n = round(x
+// log2 e) (clamped at -127, whose 2^n is +0) and a degree-6 Taylor polynomial for 2^f on [-1/2,
+// 1/2] (relative error under 2e-7). hn::Exp also covers x > 0 and special values in about twice
+// the instructions, and the softmax runs two exps per (row, head) pair and key tile.
+template <class V>
+HWY_INLINE V ExpNonPositive(V x) {
+  const hn::DFromV<V> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const auto log2e = hn::Set(d, 1.44269504089f);
+  x = hn::Max(x, hn::Set(d, -88.0f));
+  const auto n = hn::Round(hn::Mul(x, log2e));
+  const auto f = hn::MulAdd(x, log2e, hn::Neg(n));
+  auto p = hn::Set(d, 1.5403530e-4f);
+  for (const float c : {1.3333558e-3f, 9.6181291e-3f, 5.5504109e-2f, 2.4022651e-1f, 6.9314718e-1f, 1.0f})
+    p = hn::MulAdd(p, f, hn::Set(d, c));
+  const auto two_n = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127))));
+  return hn::Mul(p, two_n);
 }
 
-// s[j] = s[j] * scale for tile keys j in [jb, je), -inf for the others; returns the max.
-HWY_INLINE float ScaleAndMask(float* s, float scale, int jb, int je) {
+// s[j] = s[j] * scale for tile keys j in [jb, je), -inf for the others; returns the lane-wise max.
+HWY_INLINE VF ScaleAndMask(float* s, float scale, int jb, int je) {
   const DF d;
   const hn::RebindToSigned<DF> di;
   const auto vneg = hn::Set(d, -std::numeric_limits<float>::infinity()), vscale = hn::Set(d, scale);
@@ -480,28 +489,26 @@ HWY_INLINE float ScaleAndMask(float* s, float scale, int jb, int je) {
     hn::StoreU(v, d, s + j);
     vmax = hn::Max(vmax, v);
   }
-  return hn::GetLane(hn::MaxOfLanes(d, vmax));
+  return vmax;
 }
 
-// x[i] = exp(x[i]) for the (up to four) pairs scored together, lane by lane, so that a pair's
-// rescale does not depend on which pairs share the call. One vector exp instead of a libm call
-// per pair: 16 rows over 512 f16 keys, 1 thread, EPYC (Zen 5), interleaved: 466-479 -> 437-446 us.
+// x[i] = exp(x[i]) (all <= 0) for the (up to four) pairs scored together, lane by lane, so that
+// a pair's rescale does not depend on which pairs share the call. One vector exp instead of a
+// libm call per pair: 16 rows over 512 f16 keys, 1 thread, EPYC (Zen 5), interleaved: 466-479 ->
+// 437-446 us.
 HWY_INLINE void PairRescales(float* x) {
   const hn::CappedTag<float, 4> d4;
-  for (size_t i = 0; i < 4; i += hn::Lanes(d4)) hn::Store(hn::Exp(d4, hn::Load(d4, x + i)), d4, x + i);
+  for (size_t i = 0; i < 4; i += hn::Lanes(d4)) hn::Store(ExpNonPositive(hn::Load(d4, x + i)), d4, x + i);
 }
 
-// The sum of a tile's kKvTile exp-shifted scores (masked keys are exactly 0), in one fixed order.
-HWY_INLINE float TileSum(const float* s) {
-  const DF d;
-  auto acc = hn::LoadU(d, s);
-  for (int j = kLanes; j < kKvTile; j += kLanes) acc = hn::Add(acc, hn::LoadU(d, s + j));
-  return hn::GetLane(hn::SumOfLanes(d, acc));
-}
-
+// A (row, head) pair's online-softmax state. The sum of its weights is kept lane by lane (lane l
+// adds the weights of keys l, l + kLanes, ... of every tile) and reduced once, at the end: a
+// horizontal sum per tile was a fifth of the softmax step.
 struct RowState {
   float max;
-  float sum;
+  alignas(64) float sum[kLanes];
+
+  float Sum() const { return hn::GetLane(hn::SumOfLanes(DF(), hn::Load(DF(), sum))); }
 };
 
 // A (row, head) pair of a task with keys [jb, je) in the current tile.
@@ -514,20 +521,30 @@ constexpr int kScorePairs = kLanes >= 16 ? 4 : 2;
 // The online-softmax step of `count` pairs scored together on one tile: scales and masks their
 // scores, leaves exp(score - new max) in s[i] (rounded to bf16, also into p16[i], when p16 is
 // given) and exp(old max - new max) in rescale[i], and updates each pair's max and sum.
-HWY_INLINE void SoftmaxStep(float (*s)[kKvTile], int count, const ActivePair* pass, RowState* state, float scale,
+HWY_NOINLINE void SoftmaxStep(float (*s)[kKvTile], int count, const ActivePair* pass, RowState* state, float scale,
                             float (&rescale)[4], uint16_t (*p16)[kKvTile]) {
+  const DF d;
   float new_max[kScorePairs];
   for (int i = 0; i < count; ++i) {
     const float old_max = state[pass[i].pair].max;
-    new_max[i] = std::max(old_max, ScaleAndMask(s[i], scale, pass[i].jb, pass[i].je));
+    const VF tile_max = ScaleAndMask(s[i], scale, pass[i].jb, pass[i].je);
+    // Most tiles raise no pair's max; only those that do need the horizontal max.
+    const bool raised = !hn::AllFalse(d, hn::Gt(tile_max, hn::Set(d, old_max)));
+    new_max[i] = raised ? std::max(old_max, hn::GetLane(hn::MaxOfLanes(d, tile_max))) : old_max;
     rescale[i] = old_max - new_max[i];
   }
   PairRescales(rescale);  // exp(old max - new max): 0 on the first tile
   for (int i = 0; i < count; ++i) {
     RowState& st = state[pass[i].pair];
-    ExpShifted(s[i], new_max[i]);
-    if (p16) RoundToBf16(s[i], kKvTile, p16[i], /*in_place=*/true);
-    st.sum = st.sum * rescale[i] + TileSum(s[i]);
+    const VF vmax = hn::Set(d, new_max[i]);
+    VF sum = hn::Mul(hn::Load(d, st.sum), hn::Set(d, rescale[i]));
+    for (int j = 0; j < kKvTile; j += kLanes) {
+      VF w = ExpNonPositive(hn::Sub(hn::LoadU(d, s[i] + j), vmax));  // masked keys: exactly 0
+      if (p16) w = RoundToBf16(w, p16[i] + j);  // the sum adds what the values are multiplied by
+      hn::StoreU(w, d, s[i] + j);
+      sum = hn::Add(sum, w);
+    }
+    hn::Store(sum, d, st.sum);
     st.max = new_max[i];
   }
 }
@@ -571,7 +588,9 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
         float* dst = qp + ((m - m0) * group + g) * hd_pad;
         std::memcpy(dst, q + m * q_stride + static_cast<int64_t>(kvh * group + g) * hd, hd * sizeof(float));
         std::fill(dst + hd, dst + hd_pad, 0.0f);
-        if (bf16_dot) RoundToBf16(dst, hd_pad, q16_buf.data() + ((m - m0) * group + g) * hd_pad, /*in_place=*/false);
+        if (!bf16_dot) continue;
+        uint16_t* q16 = q16_buf.data() + ((m - m0) * group + g) * hd_pad;
+        for (int i = 0; i < hd_pad; i += kLanes) RoundToBf16(hn::LoadU(DF(), dst + i), q16 + i);
       }
     }
     int32_t lo = std::numeric_limits<int32_t>::max(), hi = 0;
@@ -581,7 +600,7 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
         hi = std::max(hi, key_end[m]);
       }
     }
-    for (int64_t p = 0; p < pairs; ++p) state[p] = {kNegInf, 0.0f};
+    for (int64_t p = 0; p < pairs; ++p) state[p] = {kNegInf, {}};
 
     const size_t head_offset = static_cast<size_t>(kvh) * (kv.head_stride ? kv.head_stride : hd) * elem;
     const auto* k_head = static_cast<const uint8_t*>(kv.k) + head_offset;
@@ -732,7 +751,8 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
       for (int g = 0; g < group; ++g) {
         const int64_t pair = (m - m0) * group + g;
         float* o = out + m * out_stride + static_cast<int64_t>(kvh * group + g) * hd;
-        const float inv = state[pair].sum > 0.0f ? 1.0f / state[pair].sum : 0.0f;
+        const float sum = state[pair].Sum();
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
         for (int i = 0; i < hd; ++i) o[i] = acc[pair * hd_pad + i] * inv;
       }
     }
