@@ -187,7 +187,9 @@ void DFlashDraft::Propose(int32_t anchor, int pos, int B, int proposals) {
     pool_.ParallelFor(B, [&](int64_t j) { add(j), norm(j, w.post_attention_norm); });
     const ops::MatMulOutput gate_up[] = {{&w.gate_proj, nullptr, gate_.data()}, {&w.up_proj, nullptr, up_.data()}};
     ops::MatMulShared(xn_.data(), B, gate_up, pool_);
-    pool_.ParallelFor(B, [&](int64_t j) { ops::SiluMul(gate_.data() + j * I, up_.data() + j * I, I, gate_.data() + j * I); });
+    pool_.ParallelFor(B, [&](int64_t j) {
+      ops::SiluMul(gate_.data() + j * I, up_.data() + j * I, I, gate_.data() + j * I);
+    });
     ops::MatMul(gate_.data(), B, w.down_proj, nullptr, xn_.data(), pool_);
     pool_.ParallelFor(B, add);
   }

@@ -71,11 +71,6 @@ class Qwen3Model final : public TargetModel {
   // Stores n rows of kv_dim f32 values ([n][kv_dim], heads side by side) as positions
   // [pos0, pos0 + n) of one layer's keys (tiled) or values.
   void StorePositions(const float* rows, int n, int pos0, bool keys, uint8_t* layer_cache) const;
-  // fn(r) for rows [0, n) over the pool: the row-local work between the matrix products (norms,
-  // RoPE, KV stores, residual adds, SwiGLU). Serial, it took 1.5 ms of a 16-row pass (6% at
-  // 512 context) while the other threads waited.
-  template <class Fn>
-  void ForEachRow(int n, const Fn& fn);
   // Copies n rows of `layer`'s output into every feature slot that captures it.
   void Capture(int layer, const float* rows, int n);
 
