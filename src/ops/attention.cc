@@ -525,15 +525,22 @@ HWY_NOINLINE void SoftmaxStep(float (*s)[kKvTile], int count, const ActivePair* 
                             float (&rescale)[4], uint16_t (*p16)[kKvTile]) {
   const DF d;
   float new_max[kScorePairs];
+  bool any_raised = false;
   for (int i = 0; i < count; ++i) {
     const float old_max = state[pass[i].pair].max;
     const VF tile_max = ScaleAndMask(s[i], scale, pass[i].jb, pass[i].je);
-    // Most tiles raise no pair's max; only those that do need the horizontal max.
+    // Most tiles raise no pair's max; only those that do need the horizontal max, and the exp
+    // of the rescale (exp(0) is exactly 1).
     const bool raised = !hn::AllFalse(d, hn::Gt(tile_max, hn::Set(d, old_max)));
     new_max[i] = raised ? std::max(old_max, hn::GetLane(hn::MaxOfLanes(d, tile_max))) : old_max;
     rescale[i] = old_max - new_max[i];
+    any_raised |= raised;
   }
-  PairRescales(rescale);  // exp(old max - new max): 0 on the first tile
+  if (any_raised) {
+    PairRescales(rescale);  // exp(old max - new max): 0 on the first tile
+  } else {
+    for (int i = 0; i < count; ++i) rescale[i] = 1.0f;
+  }
   for (int i = 0; i < count; ++i) {
     RowState& st = state[pass[i].pair];
     const VF vmax = hn::Set(d, new_max[i]);
