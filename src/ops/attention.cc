@@ -458,8 +458,10 @@ DFLASH_BF16_ATTR void AccumulateTileBf16(float* const (&acc)[H], const float (&r
 
 // exp(x) for x <= 0, -inf giving exactly 0, as the softmax needs it: 2^n * 2^f with n = round(x
 // log2 e) (clamped at -127, whose 2^n is +0) and a degree-6 Taylor polynomial for 2^f on [-1/2,
-// 1/2] (relative error under 2e-7). hn::Exp also covers x > 0 and special values in about twice
-// the instructions, and the softmax runs two exps per (row, head) pair and key tile.
+// 1/2]. Relative error against exp in double, float32 emulated in numpy: 2.4e-7 on [-1, 0],
+// 3.4e-7 on [-10, 0], 1.5e-6 down to -88 (log2 e's rounding times |x|). hn::Exp also covers x >
+// 0 and special values in about twice the instructions; the softmax runs two exps per (row,
+// head) pair and key tile.
 template <class V>
 HWY_INLINE V ExpNonPositive(V x) {
   const hn::DFromV<V> d;
