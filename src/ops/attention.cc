@@ -29,8 +29,8 @@
 // Batch invariance: a (row, head) pair's result depends only on its query, its key range and
 // the fixed tile grid, never on the other rows in the call or the cache's layout. Each score is
 // one fixed reduction order over head_dim (kChains interleaved partial sums, then added); the
-// softmax state (running max, running sum, output accumulator) is updated tile by tile in
-// ascending key order.
+// softmax state (running max, running sums lane by lane, output accumulator) is updated tile by
+// tile in ascending key order, and the sums' lanes are added in one fixed order at the end.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/attention.cc"

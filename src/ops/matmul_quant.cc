@@ -179,8 +179,8 @@ void QuantizeBlocks(const float* x, int64_t r, int64_t b_begin, int64_t b_end, i
 }
 
 // Quantises M rows of x (K wide, whole 32-element blocks) in groups of 16 rows, or of M rounded
-// up to a power of two when fewer (quant_activations.h), rows spread over the pool (the weights'
-// pass cannot start before it ends, so a serial quantisation idles the workers).
+// up to a power of two when fewer (quant_activations.h), spread over the pool (the weights' pass
+// cannot start before it ends, so a serial quantisation idles the workers).
 void QuantizeActivations(const float* x, int64_t M, int64_t K, int offset, QuantizedRows& out, ThreadPool& pool) {
   out.rows = M;
   out.k = K;
