@@ -205,7 +205,9 @@ TEST_P(QuantMatMulTest, WithinActivationRoundingBoundAndBatchInvariant) {
   const DType t = GetParam();
   const int64_t step = BlockElems(t);
   ThreadPool pool(2);
-  for (int64_t K : {step, 3 * step, int64_t{1024}}) {  // 3 x 32: an odd block count (half a pair)
+  // 3 x 32: an odd block count (half a pair). 640 or 768: 20 or 24 activation blocks, one whole
+  // 16-block task of the activation quantiser and part of another.
+  for (int64_t K : {step, 3 * step, int64_t{1024}, step == 32 ? int64_t{640} : int64_t{768}}) {
     for (int64_t N : {1, 6, 37}) {
       const std::vector<uint8_t> bytes = RandomBlocks(t, N, K, static_cast<uint32_t>(K * 7 + N));
       const KernelWeight kw(bytes, t, N, K);
