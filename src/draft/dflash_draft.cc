@@ -184,7 +184,10 @@ void DFlashDraft::Propose(int32_t anchor, int pos, int B, int proposals) {
     const DecoderLayerWeights& w = layers_[l];
     pool_.ParallelFor(B, [&](int64_t j) { norm(j, w.input_norm); });
     LayerAttention(l, B, pos);
-    pool_.ParallelFor(B, [&](int64_t j) { add(j), norm(j, w.post_attention_norm); });
+    pool_.ParallelFor(B, [&](int64_t j) {
+      add(j);
+      norm(j, w.post_attention_norm);
+    });
     const ops::MatMulOutput gate_up[] = {{&w.gate_proj, nullptr, gate_.data()}, {&w.up_proj, nullptr, up_.data()}};
     ops::MatMulShared(xn_.data(), B, gate_up, pool_);
     pool_.ParallelFor(B, [&](int64_t j) {

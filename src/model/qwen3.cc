@@ -212,7 +212,8 @@ void Qwen3Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
     if (l == cfg_.num_layers - 1) {
       pool_.ParallelFor(n, [&](int64_t r) { ops::AddInPlace(x_.data() + r * H, xn_.data() + r * H, H); });
     } else {
-      pool_.ParallelFor(n, [&](int64_t r) { residual_norm(r, layers_[l + 1].input_norm); });  // the next layer's input
+      // The residual add, then the next layer's input norm.
+      pool_.ParallelFor(n, [&](int64_t r) { residual_norm(r, layers_[l + 1].input_norm); });
       Capture(l, x_.data(), n);
     }
   }
