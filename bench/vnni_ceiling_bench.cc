@@ -5,7 +5,8 @@
 // each row's integer sum. It bounds what any change to scales or quantisation can win:
 //   F32Ops:0   the loop with its integer sums kept and no scale work at all
 //   F32Ops:2   two f32 operations per row and sub-block (convert, FMA): what activation scales
-//              per 256 elements (llama.cpp's Q8_K) would leave, the min term folded into integers
+//              per 256 elements (llama.cpp's Q8_K) would leave, with the min term moved to integer
+//              work per super-block, which is not counted (so an upper bound)
 //   F32Ops:4   Q4_K's four as the kernel does them (scale product, convert, FMA, min term)
 // Reported as G multiply-adds per second of one thread, against the int8 peak that `dflash bench
 // --verify-cost --profile` probes (register operands only, all threads):
@@ -21,8 +22,9 @@
 namespace dflash {
 namespace {
 
-// GCC 12 warns that _mm512_cvtepi32_ps's undefined pass-through operand is uninitialised when it
-// is inlined into a function with its own target attribute; the operand is unused (no mask).
+// GCC 12 warns that the undefined pass-through operand of _mm512_cvtepi32_ps and the reduce
+// intrinsics is uninitialised when they are inlined into a function with its own target
+// attribute; the operand is unused (no mask).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #define DFLASH_VNNI_ATTR __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
@@ -48,17 +50,10 @@ HotGroup& Group() {
   return *g;
 }
 
+// acc += codes . (4 activation codes broadcast), the broadcast in the instruction's memory operand,
+// as ops/matmul_quant.cc's kernel issues it.
 DFLASH_VNNI_ATTR inline void DotBroadcast(__m512i& acc, __m512i codes, const int8_t* x) {
   asm("vpdpbusd %[x]%{1to16%}, %[w], %[acc]" : [acc] "+v"(acc) : [w] "v"(codes), [x] "m"(*reinterpret_cast<const int8_t(*)[4]>(x)));
-}
-
-// The sum of a vector's lanes, through memory (the reduce intrinsics warn under GCC 12).
-DFLASH_VNNI_ATTR inline float LaneSum(__m512 v) {
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, v);
-  float sum = 0.0f;
-  for (const float l : lanes) sum += l;
-  return sum;
 }
 
 // One pass over the group for 16 rows with kF32Ops f32 operations after each row's integer sum
@@ -95,7 +90,7 @@ DFLASH_VNNI_ATTR __attribute__((noinline)) float GroupPass(const HotGroup& g) {
   }
   __m512 total = _mm512_cvtepi32_ps(keep);
   for (int r = 0; r < kRows; ++r) total = _mm512_add_ps(total, acc[r]);
-  return LaneSum(total);
+  return _mm512_reduce_add_ps(total);
 }
 
 template <class Pass>

@@ -65,9 +65,21 @@ void WriteExchange(const std::string& dir, int index, OJson record) {
   char name[32];
   std::snprintf(name, sizeof name, "%06d.json", index);
   const std::filesystem::path path = std::filesystem::path(dir) / name;
-  std::ofstream out(path);
-  out << record.dump(1) << "\n";
-  if (!out) std::fprintf(stderr, "trace record: cannot write %s\n", path.string().c_str());
+  // Written aside and renamed into place, so that a reader (or a recorder stopped mid-write)
+  // never leaves an empty or partial NNNNNN.json: replay ignores the .tmp name.
+  std::filesystem::path partial = path;
+  partial += ".tmp";
+  {
+    std::ofstream out(partial);
+    out << record.dump(1) << "\n";
+    if (!out) {
+      std::fprintf(stderr, "trace record: cannot write %s\n", partial.string().c_str());
+      return;
+    }
+  }
+  std::error_code error;
+  std::filesystem::rename(partial, path, error);
+  if (error) std::fprintf(stderr, "trace record: cannot rename %s: %s\n", partial.string().c_str(), error.message().c_str());
 }
 
 class Recorder {
