@@ -3,7 +3,7 @@
 // vectors unpacked once, then for each of 16 activation rows 8 vpdpbusd against broadcast
 // activation codes) on one hot Q4_K-sized group, with and without the f32 work that follows
 // each row's integer sum. It bounds what any change to scales or quantisation can win:
-//   F32Ops:0   the loop with its integer sums kept and no scale work at all
+//   F32Ops:0   no scale work at all (one integer XOR per sum keeps the sums alive)
 //   F32Ops:2   two f32 operations per row and sub-block (convert, FMA): what activation scales
 //              per 256 elements (llama.cpp's Q8_K) would leave, with the min term moved to integer
 //              work per super-block, which is not counted (so an upper bound)

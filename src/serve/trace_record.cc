@@ -65,8 +65,8 @@ void WriteExchange(const std::string& dir, int index, OJson record) {
   char name[32];
   std::snprintf(name, sizeof name, "%06d.json", index);
   const std::filesystem::path path = std::filesystem::path(dir) / name;
-  // Written aside and renamed into place, so that a reader (or a recorder stopped mid-write)
-  // never leaves an empty or partial NNNNNN.json: replay ignores the .tmp name.
+  // Written aside and renamed into place: a reader never sees, and a recorder stopped mid-write
+  // never leaves, an empty or partial NNNNNN.json (replay ignores the .tmp name).
   std::filesystem::path partial = path;
   partial += ".tmp";
   {
