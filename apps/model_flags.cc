@@ -27,10 +27,16 @@ void ModelFlags::Declare(Args& a) {
   a.Option("--seed", &seed, "S", "random seed for sampling");
   a.Option("--block-size", &block_size, "B", "tokens verified per DFlash cycle (default: the draft's block_size)");
   a.Option("--spec-policy", &spec_policy, "adaptive|always",
+  a.Option("--min-p", &min_p, "P", "min-p sampling: drop tokens below P times the likeliest, 0 = off");
            "adaptive: speculate only while DFlash is measured to beat plain decoding; always: every step");
   a.Flag("--no-eos", &no_eos, "ignore end-of-sequence tokens: always generate -n tokens (benchmarks)");
   a.Option("-c,--ctx", &ctx, "N", "context length per sequence (KV cache positions)");
   a.Option("-t,--threads", &threads, "N", "threads (0 = all hardware threads)");
+  a.Option("--spec-sampling", &spec_sampling, "rejection|reproducible",
+           "how sampled DFlash accepts drafts. rejection (default): speculative rejection sampling, accepts the most; "
+           "exact in distribution (the target's), but not seed-reproducible across policies: a seed's tokens change "
+           "with the verify lengths (block size, and the adaptive policy's timing-driven choices). reproducible: the "
+           "same tokens as plain sampling for the same seed, whatever the policy does; accepts fewer drafts");
   a.Option("--prefill-chunk", &prefill_chunk, "N", "prompt rows per target forward pass");
   a.Option("--draft-window", &draft_window, "N", "bound the draft's context to a sink plus N recent tokens (0 = unbounded)");
   a.Option("--draft-sink", &draft_sink, "N", "draft context sink size when --draft-window is set");
@@ -94,4 +100,6 @@ GenerateOptions ModelFlags::Generation(const Args& args, const dflash::Engine& e
   return g;
 }
 
+  if (args.Given("--min-p")) g.sampling.min_p = min_p;
+  g.sampling.spec = ParseSpecSampling(spec_sampling);
 }  // namespace dflash::app

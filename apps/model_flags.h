@@ -22,10 +22,11 @@ struct ModelFlags {
   std::string target_quant = "none", draft_quant = "none";
   std::string kv_type = "auto";
   bool bf16_dot = false;
+  std::string spec_sampling = "rejection";
   std::string mode;    // "" (dflash when a draft is given), "ar", "dflash"
   std::string spec_policy = "adaptive";
   int n_predict = 128;
-  double temp = 0, top_p = 1;
+  double temp = 0, top_p = 1, min_p = 0;
   int top_k = 0;
   unsigned long long seed = 0;
   bool no_eos = false;

@@ -116,6 +116,22 @@ TEST(Policy, BackoffDoublesAndAWinningProbeResetsIt) {
   EXPECT_EQ(c.fallbacks(), 2);
 }
 
+// A probe after a back-off that is descheduled (its draft and verify take 50 times as long) is
+// one slow sample, not a regime change: the draft still agrees, so speculation goes on.
+TEST(Policy, OneSlowProbeDoesNotStopSpeculation) {
+  C c(SpecPolicy::kAdaptive, kBlock);
+  Machine m;
+  for (int i = 0; i < 10; ++i) m.Run(c);  // winning: the averages are those of a healthy machine
+  m.agree = 0;
+  while (c.fallbacks() == 0) m.Run(c);
+  while (c.NextRows() == 1) m.Run(c);
+  m.agree = kBlock;
+  const int rows = c.NextRows();
+  c.OnCycle(50 * m.draft, 50 * m.VerifyMs(rows), rows, rows - 1);
+  EXPECT_GT(c.NextRows(), 1) << "one slow probe switched speculation off";
+  EXPECT_EQ(c.fallbacks(), 1);
+}
+
 TEST(Policy, RefreshesStepCostWhileWinning) {
   C c(SpecPolicy::kAdaptive, kBlock);
   Machine m;

@@ -13,6 +13,7 @@
 #include "io/quantize_store.h"
 #include "model/qwen3.h"
 #include "spec/generate.h"
+#include "testing/chi_square.h"
 #include "testing/kernel_scopes.h"
 #include "testing/random_model.h"
 
@@ -29,6 +30,9 @@ GenerateOptions AlwaysSpeculate(int max_new_tokens) {
   return g;
 }
 
+using testing::ChiSquare;
+using testing::ChiSquareCritical;
+using testing::Marginal;
 using testing::MakeRandomDraft;
 using testing::MakeRandomTarget;
 
@@ -335,12 +339,6 @@ TEST(Spec, GreedyDFlashEqualsPlainOnQuantisedWeights) {
   }
 }
 
-// Chi-square critical value for `df` degrees of freedom at p = 1e-4 (Wilson-Hilferty).
-double ChiSquareCritical(int df) {
-  const double z = 3.719, a = 2.0 / (9.0 * df);
-  return df * std::pow(1 - a + z * std::sqrt(a), 3);
-}
-
 // Distribution of the first three generated tokens, exactly, by enumerating the target.
 std::map<std::vector<int32_t>, double> ExactJoint(Qwen3Model& target, const std::vector<int32_t>& prompt,
                                                   const SamplingParams& sp, int vocab) {
@@ -369,44 +367,8 @@ std::map<std::vector<int32_t>, double> ExactJoint(Qwen3Model& target, const std:
   return joint;
 }
 
-// Pearson chi-square of observed counts against expected probabilities, pooling cells
-// with expected count < 5. Returns {statistic, degrees of freedom}.
-std::pair<double, int> ChiSquare(const std::map<std::vector<int32_t>, int>& counts,
-                                 const std::map<std::vector<int32_t>, double>& probs, int trials) {
-  double stat = 0, pooled_e = 0, pooled_o = 0;
-  int cells = 0;
-  for (const auto& [key, p] : probs) {
-    const double e = p * trials;
-    auto it = counts.find(key);
-    const double o = it == counts.end() ? 0 : it->second;
-    if (e < 5) {
-      pooled_e += e;
-      pooled_o += o;
-      continue;
-    }
-    stat += (o - e) * (o - e) / e;
-    ++cells;
-  }
-  if (pooled_e > 0) {
-    stat += (pooled_o - pooled_e) * (pooled_o - pooled_e) / std::max(pooled_e, 1e-9);
-    ++cells;
-  }
-  return {stat, cells - 1};
-}
-
-std::map<std::vector<int32_t>, double> Marginal(const std::map<std::vector<int32_t>, double>& joint,
-                                                std::vector<int> keep) {
-  std::map<std::vector<int32_t>, double> m;
-  for (const auto& [key, p] : joint) {
-    std::vector<int32_t> k;
-    for (int i : keep) k.push_back(key[i]);
-    m[k] += p;
-  }
-  return m;
-}
-
-// Sampling is coupled to positions (spec/sampler.h): with the same seed, sampled DFlash emits
-// exactly the plain sampled sequence, whatever the block size, the draft's quality and the
+// Reproducible sampling is coupled to positions (spec/sampler.h): with the same seed, sampled
+// DFlash emits exactly the plain sampled sequence, whatever the block size, the draft's quality and the
 // policy's timing-driven choices; another seed gives another sequence.
 TEST(Spec, SampledDFlashEqualsPlainSampledForTheSameSeed) {
   ThreadPool pool(2);
@@ -415,6 +377,7 @@ TEST(Spec, SampledDFlashEqualsPlainSampledForTheSameSeed) {
   const std::vector<int32_t> prompt = {3, 14, 15, 92, 65, 35};
   GenerateOptions plain = AlwaysSpeculate(120);
   plain.sampling = SamplingParams{0.8, 0, 0.95, 7};
+  plain.sampling.spec = SpecSampling::kReproducible;
   const GenerateResult ref = Generate(target, nullptr, prompt, plain);
   ASSERT_EQ(ref.tokens.size(), 120u);
   GenerateOptions other_seed = plain;
@@ -446,6 +409,8 @@ TEST(Spec, SampledDFlashEqualsPlainSampledForTheSameSeed) {
   }
 }
 
+// Both ways of accepting sampled drafts (spec/sampler.h) give the target's distribution at every
+// drafted position, jointly with the tokens before it.
 TEST(Spec, SampledDFlashMatchesTargetDistributionAtDraftedPositions) {
   ThreadPool pool(1);
   const int V = 8;
@@ -456,30 +421,30 @@ TEST(Spec, SampledDFlashMatchesTargetDistributionAtDraftedPositions) {
     SamplingParams sp{temp, top_k, top_p, 0};
     const auto joint = ExactJoint(target, prompt, sp, V);
     const int trials = 20000;
-    std::map<std::vector<int32_t>, int> seen;
     NoisyDrafter drafter(V, 11);
-    for (int t = 0; t < trials; ++t) {
-      target.Truncate(0);
-      GenerateOptions g;
-      g.policy = SpecPolicy::kAlways;
-      g.max_new_tokens = 3;
-      g.block_size = 3;  // first token from prefill, then one cycle drafting positions 2 and 3
-      g.sampling = sp;
-      g.sampling.seed = 1000 + t;
-      const GenerateResult r = Generate(target, &drafter, prompt, g);
-      ASSERT_EQ(r.tokens.size(), 3u);
-      seen[r.tokens]++;
-    }
-    for (const std::vector<int>& keep : {std::vector<int>{1}, {2}, {1, 2}, {0, 1, 2}}) {
-      std::map<std::vector<int32_t>, int> counts;
-      for (const auto& [key, c] : seen) {
-        std::vector<int32_t> k;
-        for (int i : keep) k.push_back(key[i]);
-        counts[k] += c;
+    for (SpecSampling mode : {SpecSampling::kRejection, SpecSampling::kReproducible}) {
+      SCOPED_TRACE(std::string(SpecSamplingName(mode)) + " temp " + std::to_string(temp));
+      std::map<std::vector<int32_t>, int> seen;
+      for (int t = 0; t < trials; ++t) {
+        target.Truncate(0);
+        GenerateOptions g;
+        g.policy = SpecPolicy::kAlways;
+        // The first token from prefill, then a cycle of 3 rows: drafts for the 2nd and 3rd tokens.
+        g.max_new_tokens = 4;
+        g.block_size = 3;
+        g.sampling = sp;
+        g.sampling.spec = mode;
+        g.sampling.seed = 1000 + t;
+        const GenerateResult r = Generate(target, &drafter, prompt, g);
+        ASSERT_EQ(r.tokens.size(), 4u);
+        ASSERT_GE(r.stats.drafted, 2) << "the first cycle drafts two positions";
+        seen[{r.tokens.begin(), r.tokens.begin() + 3}]++;
       }
-      const auto [stat, df] = ChiSquare(counts, Marginal(joint, keep), trials);
-      ASSERT_GT(df, 0);
-      EXPECT_LT(stat, ChiSquareCritical(df)) << "positions of size " << keep.size() << " temp " << temp;
+      for (const std::vector<int>& keep : {std::vector<int>{1}, {2}, {1, 2}, {0, 1, 2}}) {
+        const auto [stat, df] = ChiSquare(Marginal(seen, keep), Marginal(joint, keep), trials);
+        ASSERT_GT(df, 0);
+        EXPECT_LT(stat, ChiSquareCritical(df)) << "positions of size " << keep.size();
+      }
     }
     // The check has power: the draft's own proposal distribution is rejected by it.
     std::map<std::vector<int32_t>, int> draft_counts;

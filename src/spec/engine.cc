@@ -43,6 +43,7 @@ GenerationDefaults LoadGenerationDefaults(const std::string& model_dir) {
     d.sampling.temperature = g.Get<double>("temperature", 1.0);
     d.sampling.top_k = g.Get<int>("top_k", 0);
     d.sampling.top_p = g.Get<double>("top_p", 1.0);
+    d.sampling.min_p = g.Get<double>("min_p", 0.0);
   }
   return d;
 }

@@ -39,10 +39,15 @@ class Decoder {
         opt_(options),
         hooks_(hooks),
         vocab_(target.config().vocab_size),
-        sampler_(options.sampling, vocab_) {
+        sampler_(options.sampling, vocab_),
+        rejection_(!options.sampling.greedy() && options.sampling.spec == SpecSampling::kRejection) {
     const int B = std::max(1, options.block_size);
     result_.stats.accept_hist.assign(B + 1, 0);
     if (!options.sampling.greedy()) probs_.resize(vocab_);
+    if (rejection_ && drafter_ && B > 1) {
+      q_.resize(static_cast<size_t>(B - 1) * vocab_);
+      residual_.resize(vocab_);
+    }
     drafted_.resize(B + 1);  // the block, plus the token after a fully accepted block
   }
 
@@ -53,6 +58,13 @@ class Decoder {
   double MsSince(double t) const { return Now() - t; }
   // The token for sequence position `position` (sampling is coupled to it: spec/sampler.h).
   int32_t Pick(const float* logits, int64_t position);
+  // The draft's token for position `position` from its logits row j: its own Pick, or under
+  // rejection sampling a draw from q (kept in q_ row j for the verdict).
+  int32_t Propose(int j, int64_t position);
+  // How many of the block's rows - 1 drafts the target accepts, and the token after them: by
+  // equality with the target's own pick (greedy, reproducible sampling) or by rejection sampling.
+  int AcceptByMatch(int rows, int pos, int32_t* next);
+  int AcceptByRejection(int rows, int pos, int32_t* next);
   bool Commit(std::span<const int32_t> tokens);  // false when generation must end
   bool Prefill(std::span<const int32_t> prompt);  // false when cancelled
   std::span<const int32_t> PlainStep();           // both return the tokens they committed
@@ -65,17 +77,53 @@ class Decoder {
   const GenerateHooks& hooks_;
   const int vocab_;
   Sampler sampler_;
+  const bool rejection_;  // sampled with SpecSampling::kRejection
   GenerateResult result_;
   int32_t pending_ = -1;
   double last_draft_ms_ = 0, last_verify_ms_ = 0;  // the latest cycle's, for the policy
   std::vector<int32_t> drafted_;      // [B+1] block: pending + drafted tokens, then the next
   std::vector<float> probs_;          // [V] the distribution a sampled Pick draws from
+  std::vector<float> q_;              // [B-1][V] rejection sampling: the draft's distributions
+  std::vector<float> residual_;       // [V] rejection sampling: max(0, p - q)
 };
 
 int32_t Decoder::Pick(const float* logits, int64_t position) {
   if (sampler_.params().greedy()) return Sampler::Argmax(logits, vocab_);
   sampler_.Probabilities(logits, probs_.data());
   return sampler_.DrawAt(probs_.data(), position);
+}
+
+int32_t Decoder::Propose(int j, int64_t position) {
+  if (!rejection_) return Pick(drafter_->Logits(j), position);
+  float* q = q_.data() + static_cast<size_t>(j) * vocab_;
+  sampler_.Probabilities(drafter_->Logits(j), q);
+  return sampler_.DrawAt(q, position, Stream::kDraft);
+}
+
+int Decoder::AcceptByMatch(int rows, int pos, int32_t* next) {
+  // A draft is accepted while it is the token the target picks at its position (greedy or
+  // coupled sampling alike: spec/sampler.h), and the target's pick where they part is the next.
+  int accepted = 0;
+  *next = Pick(target_.Logits(0), pos + 1);
+  while (accepted < rows - 1 && *next == drafted_[accepted + 1]) {
+    ++accepted;
+    *next = Pick(target_.Logits(accepted), pos + 1 + accepted);
+  }
+  return accepted;
+}
+
+int Decoder::AcceptByRejection(int rows, int pos, int32_t* next) {
+  for (int i = 0; i < rows - 1; ++i) {
+    sampler_.Probabilities(target_.Logits(i), probs_.data());
+    const float* q = q_.data() + static_cast<size_t>(i) * vocab_;
+    const Verdict v = sampler_.AcceptOrResample(probs_.data(), q, drafted_[i + 1], pos + 1 + i, residual_.data());
+    if (!v.accepted) {
+      *next = v.token;
+      return i;
+    }
+  }
+  *next = Pick(target_.Logits(rows - 1), pos + rows);  // every draft accepted: the bonus, from p
+  return rows - 1;
 }
 
 bool Decoder::Commit(std::span<const int32_t> tokens) {
@@ -139,21 +187,13 @@ std::span<const int32_t> Decoder::SpeculativeCycle(int B, int rows) {
   const double t0 = Now();
   drafter_->Propose(pending_, pos, B, rows - 1);
   drafted_[0] = pending_;
-  for (int j = 0; j < rows - 1; ++j) {
-    drafted_[j + 1] = Pick(drafter_->Logits(j), pos + 1 + j);
-  }
+  for (int j = 0; j < rows - 1; ++j) drafted_[j + 1] = Propose(j, pos + 1 + j);
   last_draft_ms_ = MsSince(t0);
 
   const double t1 = Now();
   target_.Forward({drafted_.data(), static_cast<size_t>(rows)}, /*all_logits=*/true);
-  // A draft is accepted while it is the token the target picks at its position (greedy or
-  // sampled alike: spec/sampler.h), and the target's pick where they part is the next token.
-  int accepted = 0;
-  int32_t next = Pick(target_.Logits(0), pos + 1);
-  while (accepted < rows - 1 && next == drafted_[accepted + 1]) {
-    ++accepted;
-    next = Pick(target_.Logits(accepted), pos + 1 + accepted);
-  }
+  int32_t next;
+  const int accepted = rejection_ ? AcceptByRejection(rows, pos, &next) : AcceptByMatch(rows, pos, &next);
   // Keep the KV of the pending token and the accepted drafts; the rest was speculative.
   target_.Truncate(pos + accepted + 1);
   drafter_->AppendContext(target_.Features(0), accepted + 1, pos);

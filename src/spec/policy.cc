@@ -27,6 +27,11 @@ constexpr double kProbeBudget = 0.1;
 
 double Blend(double avg, double sample) { return avg < 0 ? sample : avg + kAlpha * (sample - avg); }
 double BlendTime(double avg, double ms) { return Blend(avg, avg < 0 ? ms : std::min(ms, kMaxJump * avg)); }
+// A probe measures the present, not the stretch that lost: a sample below the average replaces
+// it. One above is only `blended` like any other sample (capped, for times): timing noise is
+// one-sided (a descheduled thread reads slow, nothing reads fast), and a single slow probe
+// taken at face value would switch speculation off for up to kMaxBackoff steps.
+double ProbeUpdate(double avg, double sample, double blended) { return avg >= 0 && sample < avg ? sample : blended; }
 }  // namespace
 
 SpecPolicy ParseSpecPolicy(std::string_view name) {
@@ -56,9 +61,10 @@ double SpeculationController::ExpectedTokens(int rows) const {
   return expected;
 }
 
+double SpeculationController::VerifyMs(int rows) const { return step_ms_ * (1.0 + std::max(slope_, 0.0) * (rows - 1)); }
+
 double SpeculationController::Rate(int rows) const {
-  const double verify_ms = step_ms_ * (1.0 + std::max(slope_, 0.0) * (rows - 1));
-  return ExpectedTokens(rows) / (std::max(draft_ms_, 0.0) + verify_ms);
+  return ExpectedTokens(rows) / (std::max(draft_ms_, 0.0) + VerifyMs(rows));
 }
 
 int SpeculationController::BestRows() const {
@@ -88,10 +94,15 @@ void SpeculationController::OnCycle(double draft_ms, double verify_ms, int rows,
     Fail("internal: cycle of ", rows, " rows with ", accepted, " accepted drafts (block ", block_, ")");
   }
   ++cycles_since_step_;
-  if (fresh_) draft_ms_ = slope_ = -1;  // a probe measures the present, not the stretch that lost
+  const bool probe = fresh_;
   fresh_ = false;
-  draft_ms_ = BlendTime(draft_ms_, draft_ms);
-  if (step_ms_ > 0) slope_ = Blend(slope_, std::clamp((verify_ms / step_ms_ - 1.0) / (rows - 1), 0.0, 4.0));
+  const double blended_draft = BlendTime(draft_ms_, draft_ms);
+  draft_ms_ = probe ? ProbeUpdate(draft_ms_, draft_ms, blended_draft) : blended_draft;
+  if (step_ms_ > 0) {
+    const double capped_ms = slope_ < 0 ? verify_ms : std::min(verify_ms, kMaxJump * VerifyMs(rows));
+    const double slope = std::clamp((capped_ms / step_ms_ - 1.0) / (rows - 1), 0.0, 4.0);
+    slope_ = probe ? ProbeUpdate(slope_, slope, Blend(slope_, slope)) : Blend(slope_, slope);
+  }
   for (int d = 1; d < block_; ++d) {
     reached_[d] *= kDecay;
     accepted_[d] *= kDecay;

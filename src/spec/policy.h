@@ -53,7 +53,8 @@ class SpeculationController {
   static constexpr int kRefreshCycles = 64;
 
  private:
-  double Rate(int rows) const;  // estimated tokens per ms verifying `rows` rows
+  double VerifyMs(int rows) const;  // estimated ms of a verify of `rows` rows
+  double Rate(int rows) const;      // estimated tokens per ms verifying `rows` rows
   int BestRows() const;
   void ResetAcceptance();
 
@@ -71,7 +72,7 @@ class SpeculationController {
   int backoff_ = kMinBackoff;
   int cycles_since_step_ = 0;
   bool probing_ = false;   // speculating again after a back-off, not yet seen winning
-  bool fresh_ = false;     // the next cycle is a probe: overwrite the cycle averages, do not blend
+  bool fresh_ = false;     // the next cycle is a probe: a faster time replaces the averages
   int fallbacks_ = 0;
 };
 

@@ -1,0 +1,261 @@
+// Sampling: the filters, tiny temperatures and non-finite logits, and speculative rejection
+// sampling (spec/sampler.h) checked against exact distributions by chi-square, with power checks
+// that deliberately wrong acceptance rules fail.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "model/qwen3.h"
+#include "spec/generate.h"
+#include "spec/sampler.h"
+#include "testing/chi_square.h"
+#include "testing/random_model.h"
+
+namespace dflash {
+namespace {
+
+using testing::ChiSquare;
+using testing::ChiSquareCritical;
+using testing::Marginal;
+using testing::Tuple;
+
+SamplingParams Temperature(double t, uint64_t seed = 0) {
+  SamplingParams s;
+  s.temperature = t;
+  s.seed = seed;
+  return s;
+}
+
+// A synthetic chain over a small vocabulary: the target's and the draft's distributions at
+// position i given the token before it, p[i][prev] and q[i][prev], each a random row.
+struct Chain {
+  static constexpr int kV = 8, kLength = 4;
+  std::vector<std::vector<std::vector<float>>> p, q;  // [position][previous token][token]
+
+  explicit Chain(uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::gamma_distribution<float> g(0.7f);  // uneven rows, some nearly zero
+    auto rows = [&] {
+      std::vector<std::vector<std::vector<float>>> t(kLength, std::vector<std::vector<float>>(kV, std::vector<float>(kV)));
+      for (auto& at : t) {
+        for (auto& row : at) {
+          float sum = 0;
+          for (float& v : row) sum += v = g(rng);
+          for (float& v : row) v /= sum;
+        }
+      }
+      return t;
+    };
+    p = rows();
+    q = rows();
+  }
+
+  std::map<Tuple, double> Exact() const {
+    std::map<Tuple, double> joint;
+    for (int code = 0; code < 1 << (3 * kLength); ++code) {
+      Tuple t;
+      double pr = 1;
+      int prev = 0;
+      for (int i = 0; i < kLength; ++i) {
+        t.push_back((code >> (3 * i)) & 7);
+        pr *= p[i][prev][t.back()];
+        prev = t.back();
+      }
+      joint[t] = pr;
+    }
+    return joint;
+  }
+};
+
+// An acceptance rule: the verdict on `draft` (drawn from q) at `position`.
+using Rule = std::function<Verdict(const Sampler&, const float* p, const float* q, int32_t draft, int64_t position)>;
+
+Verdict Rejection(const Sampler& s, const float* p, const float* q, int32_t draft, int64_t position) {
+  std::vector<float> residual(Chain::kV);
+  return s.AcceptOrResample(p, q, draft, position, residual.data());
+}
+
+// One generation of the chain the way the decoding loop runs it: a cycle drafts up to
+// `drafts` tokens from q, each after the draft's previous one, then verifies them in order with
+// `rule`; the first rejection ends the cycle with the rule's token, and a fully accepted cycle
+// adds a bonus token drawn from p.
+Tuple RunChain(const Chain& c, const Sampler& s, int drafts, const Rule& rule) {
+  Tuple out;
+  int prev = 0;
+  while (static_cast<int>(out.size()) < Chain::kLength) {
+    const int pos = static_cast<int>(out.size());
+    const int n = std::min(drafts, Chain::kLength - pos);
+    Tuple drafted;
+    for (int j = 0, dp = prev; j < n; ++j) dp = drafted.emplace_back(s.DrawAt(c.q[pos + j][dp].data(), pos + j, Stream::kDraft));
+    bool all = true;
+    for (int j = 0; j < n && all; ++j) {
+      const Verdict v = rule(s, c.p[pos + j][prev].data(), c.q[pos + j][prev].data(), drafted[j], pos + j);
+      out.push_back(prev = v.token);
+      all = v.accepted;
+    }
+    if (all && static_cast<int>(out.size()) < Chain::kLength) {
+      const int at = static_cast<int>(out.size());
+      out.push_back(prev = s.DrawAt(c.p[at][prev].data(), at));
+    }
+  }
+  return out;
+}
+
+// Chi-square of `trials` seeded runs under `rule` against the exact joint and its marginals;
+// returns whether every check passed.
+bool MatchesTarget(const Chain& c, const Rule& rule, int trials, std::string* worst) {
+  std::map<Tuple, int> seen;
+  for (int t = 0; t < trials; ++t) {
+    Sampler s(Temperature(1.0, 7000 + t), Chain::kV);
+    seen[RunChain(c, s, /*drafts=*/2, rule)]++;
+  }
+  const auto exact = c.Exact();
+  bool ok = true;
+  for (const std::vector<int>& keep : {std::vector<int>{0}, {1}, {2}, {3}, {0, 1}, {1, 2}, {0, 1, 2, 3}}) {
+    const auto [stat, df] = ChiSquare(Marginal(seen, keep), Marginal(exact, keep), trials);
+    if (stat >= ChiSquareCritical(df)) {
+      ok = false;
+      *worst += "positions";
+      for (int i : keep) *worst += " " + std::to_string(i);
+      *worst += ": chi2 " + std::to_string(stat) + " df " + std::to_string(df) + "; ";
+    }
+  }
+  return ok;
+}
+
+TEST(Sampling, RejectionSamplingHasTheTargetDistributionAtEveryDraftedPosition) {
+  const Chain chain(21);
+  const int trials = 200000;
+  std::string why;
+  EXPECT_TRUE(MatchesTarget(chain, Rejection, trials, &why)) << why;
+
+  // Power: the same test rejects rules that are wrong in the usual ways.
+  const Rule accept_always = [](const Sampler&, const float*, const float*, int32_t d, int64_t) {
+    return Verdict{true, d};
+  };
+  const Rule resample_from_p = [](const Sampler& s, const float* p, const float* q, int32_t d, int64_t pos) {
+    const Verdict v = Rejection(s, p, q, d, pos);
+    return v.accepted ? v : Verdict{false, s.DrawAt(p, pos, Stream::kResidual)};
+  };
+  std::string ignored;
+  EXPECT_FALSE(MatchesTarget(chain, accept_always, trials, &ignored)) << "accepting every draft passed";
+  EXPECT_FALSE(MatchesTarget(chain, resample_from_p, trials, &ignored)) << "resampling from p, not p - q, passed";
+}
+
+// A draft is accepted with probability sum_x min(p(x), q(x)).
+TEST(Sampling, FirstDraftAcceptanceIsTheOverlapOfPAndQ) {
+  const Chain chain(5);
+  const float* p = chain.p[0][0].data();
+  const float* q = chain.q[0][0].data();
+  double overlap = 0;
+  for (int x = 0; x < Chain::kV; ++x) overlap += std::min(p[x], q[x]);
+  const int trials = 100000;
+  int accepted = 0;
+  for (int t = 0; t < trials; ++t) {
+    Sampler s(Temperature(1.0, t), Chain::kV);
+    accepted += Rejection(s, p, q, s.DrawAt(q, 0, Stream::kDraft), 0).accepted;
+  }
+  const double sigma = std::sqrt(overlap * (1 - overlap) / trials);
+  EXPECT_NEAR(static_cast<double>(accepted) / trials, overlap, 4.5 * sigma);
+  ASSERT_GT(overlap, 0.2);
+  ASSERT_LT(overlap, 0.9) << "p and q too alike to tell the rule from accepting everything";
+}
+
+TEST(Sampling, RejectionAcceptsWhenPIsQAndNeverWhereTheTargetHasNoMass) {
+  const std::vector<float> p = {0.5f, 0.5f, 0, 0}, q = {0.25f, 0.25f, 0.25f, 0.25f};
+  std::vector<float> residual(4);
+  for (int t = 0; t < 1000; ++t) {
+    Sampler s(Temperature(1.0, t), 4);
+    EXPECT_TRUE(s.AcceptOrResample(q.data(), q.data(), t % 4, t, residual.data()).accepted);
+    const Verdict v = s.AcceptOrResample(p.data(), q.data(), 2 + t % 2, t, residual.data());
+    EXPECT_FALSE(v.accepted);
+    EXPECT_LT(v.token, 2) << "the residual max(0, p - q) has mass on tokens 0 and 1 only";
+  }
+}
+
+// 1 / 1e-39 overflows float32: before temperatures this small were greedy, every probability
+// was NaN and the draw fell through to the last token id.
+TEST(Sampling, TemperaturesBelowTheEpsilonAreGreedy) {
+  EXPECT_TRUE(Temperature(1e-39).greedy());
+  EXPECT_TRUE(Temperature(0.99e-5).greedy());
+  EXPECT_FALSE(Temperature(SamplingParams::kGreedyBelow).greedy());
+  const std::vector<float> logits = {0.1f, 2.0f, 1.9f, -3.0f};
+  std::vector<float> probs(4);
+  Sampler tiny(Temperature(1e-39), 4);
+  tiny.Probabilities(logits.data(), probs.data());
+  EXPECT_EQ(probs, (std::vector<float>{0, 1, 0, 0}));
+  Sampler smallest(Temperature(SamplingParams::kGreedyBelow), 4);
+  smallest.Probabilities(logits.data(), probs.data());
+  for (float v : probs) EXPECT_TRUE(std::isfinite(v));
+  EXPECT_EQ(probs[1], 1.0f) << "a logit gap of 0.1 at T = 1e-5 leaves nothing to the runner-up";
+
+  ThreadPool pool(1);
+  auto rt = testing::MakeRandomTarget(97, 32, 2, 3, 0.5f);
+  TargetOptions o;
+  o.kv_capacity = 128;
+  o.max_rows = 16;
+  Qwen3Model target(rt->config, rt->weights.store, o, pool);
+  GenerateOptions g;
+  g.max_new_tokens = 20;
+  g.block_size = 1;
+  const std::vector<int32_t> prompt = {3, 14, 15};
+  const GenerateResult greedy = Generate(target, nullptr, prompt, g);
+  g.sampling = Temperature(1e-39, 9);
+  target.Truncate(0);
+  EXPECT_EQ(Generate(target, nullptr, prompt, g).tokens, greedy.tokens);
+}
+
+TEST(Sampling, NonFiniteLogitsAndProbabilitiesAreErrors) {
+  Sampler s(Temperature(0.8), 4);
+  std::vector<float> probs(4);
+  for (float bad : {NAN, INFINITY, -INFINITY}) {
+    const std::vector<float> logits = {0.5f, bad, 1.0f, 0.0f};
+    try {
+      s.Probabilities(logits.data(), probs.data());
+      ADD_FAILURE() << "no error for logit " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("non-finite logit"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("token id 1"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(Sampler::Argmax(logits.data(), 4), Error) << "greedy, logit " << bad;
+  }
+  const std::vector<float> nan_probs = {0.5f, NAN, 0.5f, 0.0f}, zero = {0, 0, 0, 0};
+  EXPECT_THROW(s.DrawAt(nan_probs.data(), 0), Error);
+  EXPECT_THROW(s.DrawAt(zero.data(), 0), Error);
+}
+
+TEST(Sampling, MinPDropsTokensBelowAFractionOfTheLikeliest) {
+  SamplingParams sp = Temperature(1.0);
+  sp.min_p = 0.2;  // floor 0.2 * 0.5 = 0.1: 0.05 goes
+  Sampler s(sp, 4);
+  const std::vector<float> logits = {std::log(0.15f), std::log(0.5f), std::log(0.05f), std::log(0.3f)};
+  std::vector<float> probs(4);
+  s.Probabilities(logits.data(), probs.data());
+  EXPECT_NEAR(probs[0], 0.15 / 0.95, 1e-6);
+  EXPECT_NEAR(probs[1], 0.5 / 0.95, 1e-6);
+  EXPECT_EQ(probs[2], 0.0f);
+  EXPECT_NEAR(probs[3], 0.3 / 0.95, 1e-6);
+  sp.min_p = 1.0;  // only the likeliest stays
+  Sampler top(sp, 4);
+  top.Probabilities(logits.data(), probs.data());
+  EXPECT_EQ(probs, (std::vector<float>{0, 1, 0, 0}));
+  sp.min_p = 1.5;
+  EXPECT_THROW(ValidateSampling(sp), Error);
+}
+
+TEST(Sampling, ParsesSpecSamplingNamesAndRejectsOthers) {
+  EXPECT_EQ(ParseSpecSampling("rejection"), SpecSampling::kRejection);
+  EXPECT_EQ(ParseSpecSampling("reproducible"), SpecSampling::kReproducible);
+  EXPECT_THROW(ParseSpecSampling("exact"), Error);
+  EXPECT_EQ(SamplingParams{}.spec, SpecSampling::kRejection) << "rejection sampling is the default";
+}
+
+}  // namespace
+}  // namespace dflash
