@@ -25,6 +25,7 @@ struct Tensor {
   bool bf16_activations = false;  // see WeightRef
   WeightLayout layout = WeightLayout::kRows;
 
+  // Trusts the shape: loaders admit a shape from a file only through TensorBytes.
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
@@ -32,6 +33,13 @@ struct Tensor {
   }
   std::string ShapeString() const;
 };
+
+// The bytes a tensor of `shape` and `dtype` occupies: rows of shape.back() elements (one row
+// for a scalar) in whole blocks. Shapes come from untrusted files, so this is where they are
+// checked: throws Error naming `where` and the shape when a dimension is negative, a row is
+// not whole blocks, or the element or byte count overflows (a wrapped count would let a short
+// file pass the size check and kernels read or write far past it).
+size_t TensorBytes(DType dtype, const std::vector<int64_t>& shape, const std::string& where);
 
 // A 2-D weight as kernels see it: `rows` output features, each `cols` inputs wide, rows
 // `row_bytes` apart (kRows; kGroups16 groups are 16 * ops::PackedRowBytes apart). Quantised

@@ -1,6 +1,9 @@
 #include "core/thread_pool.h"
 
 #include <chrono>
+#include <system_error>
+
+#include "core/error.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -32,13 +35,27 @@ bool SpinBriefly(const Done& done) {
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
+  if (num_threads > kMaxThreads) {
+    Fail("thread count ", num_threads, " exceeds the supported ", kMaxThreads,
+         " (0 uses one per hardware thread, here ", std::thread::hardware_concurrency(), ")");
+  }
   if (num_threads <= 0) num_threads = static_cast<int>(std::thread::hardware_concurrency());
   if (num_threads <= 0) num_threads = 1;
   workers_.reserve(num_threads - 1);
-  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  try {
+    for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  } catch (const std::system_error& e) {
+    // Out of threads (ulimit, memory): without joining the started ones, unwinding the
+    // vector of joinable threads would terminate the process.
+    const size_t started = workers_.size();
+    StopWorkers();
+    Fail("cannot start thread ", started + 2, " of ", num_threads, ": ", e.what());
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { StopWorkers(); }
+
+void ThreadPool::StopWorkers() {
   stop_.store(true);
   epoch_.fetch_add(1);
   epoch_.notify_all();

@@ -19,7 +19,13 @@ namespace dflash {
 
 class ThreadPool {
  public:
-  // num_threads counts the calling thread; 0 means one per hardware thread.
+  // The largest pool: above the biggest machines today (2 sockets x 192 cores x 2 hardware
+  // threads = 768). A fixed bound, not a multiple of this machine's threads, so that a
+  // setting valid on one machine is valid on all; --threads 100000 is a typo, not a machine.
+  static constexpr int kMaxThreads = 1024;
+
+  // num_threads counts the calling thread; 0 means one per hardware thread. Throws Error
+  // above kMaxThreads or when the system cannot start that many threads.
   explicit ThreadPool(int num_threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -42,6 +48,7 @@ class ThreadPool {
   using TaskFn = void (*)(const void* ctx, int64_t task);
   void Run(int64_t num_tasks, TaskFn fn, const void* ctx);
   void WorkerLoop();
+  void StopWorkers();  // wakes every worker to exit, and joins them
   void DrainTasks();
 
   std::vector<std::thread> workers_;

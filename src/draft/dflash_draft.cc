@@ -8,13 +8,26 @@
 
 namespace dflash {
 
+namespace {
+
+// Rows of the rotary table: the context plus one block. Checked before the table is built,
+// since options may come from anywhere.
+int RopePositions(const TargetModel& target, const DraftOptions& options) {
+  if (options.max_block < 1 || options.max_block > kMaxBlockSize) {
+    Fail("draft: max_block ", options.max_block, " outside [1, ", kMaxBlockSize, "]");
+  }
+  return target.kv_capacity() + options.max_block;
+}
+
+}  // namespace
+
 DFlashDraft::DFlashDraft(const DraftConfig& config, const TensorStore& store,
                          const TargetModel& target, const DraftOptions& options, ThreadPool& pool)
     : cfg_(config),
       options_(options),
       pool_(pool),
       target_(target),
-      rope_(config.decoder.rope, config.decoder.head_dim, target.kv_capacity() + options.max_block) {
+      rope_(config.decoder.rope, config.decoder.head_dim, RopePositions(target, options)) {
   const DecoderConfig& d = cfg_.decoder;
   const int64_t H = d.hidden_size;
   vocab_ = target.config().vocab_size;

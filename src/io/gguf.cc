@@ -163,6 +163,7 @@ GgufModel LoadGguf(const std::string& path) {
     std::vector<int64_t> shape;  // outermost first
     DType dtype;
     uint64_t offset;
+    size_t nbytes;
   };
   std::vector<Info> infos;
   for (uint64_t i = 0; i < n_tensors; ++i) {
@@ -176,15 +177,12 @@ GgufModel LoadGguf(const std::string& path) {
     t.dtype = GgmlType(r.Read<uint32_t>("tensor type"), where);
     t.offset = r.Read<uint64_t>("tensor offset");
     if (t.offset % alignment != 0) Fail(where, ": offset ", t.offset, " is not aligned to ", alignment);
-    uint64_t numel = 1;
     for (uint64_t d : ne) {
-      if (d == 0 || d > (uint64_t{1} << 40) || numel > (uint64_t{1} << 40) / d) Fail(where, ": bad dimensions");
-      numel *= d;
+      // No real dimension comes near 2^40; the bound keeps each one a valid int64.
+      if (d == 0 || d > (uint64_t{1} << 40)) Fail(where, ": dimension ", d, " is outside [1, 2^40]");
     }
     for (uint32_t k = n_dims; k-- > 0;) t.shape.push_back(static_cast<int64_t>(ne[k]));
-    if (ne[0] % BlockElems(t.dtype) != 0) {
-      Fail(where, ": row length ", ne[0], " is not a multiple of the ", DTypeName(t.dtype), " block size");
-    }
+    t.nbytes = TensorBytes(t.dtype, t.shape, where);
     infos.push_back(std::move(t));
   }
   const uint64_t data_start = (r.pos() + alignment - 1) / alignment * alignment;
@@ -199,8 +197,7 @@ GgufModel LoadGguf(const std::string& path) {
     t.dtype = info.dtype;
     t.shape = info.shape;
     t.file = path;
-    const int64_t cols = info.shape.back();
-    t.nbytes = static_cast<size_t>(t.numel() / cols) * RowBytes(info.dtype, cols);
+    t.nbytes = info.nbytes;
     if (info.offset > data_size || t.nbytes > data_size - info.offset) {
       Fail(where, ": data [", info.offset, ", +", t.nbytes, ") runs past the end of the file (truncated?)");
     }
@@ -215,21 +212,21 @@ namespace {
 // The decoder hyper-parameters a target and a draft share, in config.json's terms, so one
 // parser validates GGUF and HF checkpoints alike.
 Json DecoderJson(const JsonObject& meta, const std::string& p) {
-  Json cfg{{"hidden_size", meta.Get<int>(p + "embedding_length")},
-           {"intermediate_size", meta.Get<int>(p + "feed_forward_length")},
-           {"num_hidden_layers", meta.Get<int>(p + "block_count")},
-           {"num_attention_heads", meta.Get<int>(p + "attention.head_count")},
-           {"max_position_embeddings", meta.Get<int>(p + "context_length", 32768)},
+  Json cfg{{"hidden_size", meta.Get<int64_t>(p + "embedding_length")},
+           {"intermediate_size", meta.Get<int64_t>(p + "feed_forward_length")},
+           {"num_hidden_layers", meta.Get<int64_t>(p + "block_count")},
+           {"num_attention_heads", meta.Get<int64_t>(p + "attention.head_count")},
+           {"max_position_embeddings", meta.Get<int64_t>(p + "context_length", 32768)},
            {"rms_norm_eps", meta.Get<double>(p + "attention.layer_norm_rms_epsilon", 1e-6)},
            {"rope_theta", meta.Get<double>(p + "rope.freq_base", 10000.0)}};
-  if (meta.Has(p + "attention.head_count_kv")) cfg["num_key_value_heads"] = meta.Get<int>(p + "attention.head_count_kv");
-  if (meta.Has(p + "attention.key_length")) cfg["head_dim"] = meta.Get<int>(p + "attention.key_length");
+  if (meta.Has(p + "attention.head_count_kv")) cfg["num_key_value_heads"] = meta.Get<int64_t>(p + "attention.head_count_kv");
+  if (meta.Has(p + "attention.key_length")) cfg["head_dim"] = meta.Get<int64_t>(p + "attention.key_length");
   const std::string scaling = meta.Get<std::string>(p + "rope.scaling.type", "none");
   if (scaling == "none") return cfg;
   Json rs{{"rope_type", scaling}};
   if (meta.Has(p + "rope.scaling.factor")) rs["factor"] = meta.Get<double>(p + "rope.scaling.factor");
   if (meta.Has(p + "rope.scaling.original_context_length")) {
-    rs["original_max_position_embeddings"] = meta.Get<int>(p + "rope.scaling.original_context_length");
+    rs["original_max_position_embeddings"] = meta.Get<int64_t>(p + "rope.scaling.original_context_length");
   }
   cfg["rope_scaling"] = rs;
   return cfg;
@@ -251,8 +248,8 @@ DraftConfig DraftConfigFromGguf(const GgufModel& model, const std::string& path)
   const Json& ids = model.metadata.value(p + "dflash.target_layer_ids", Json());
   if (!ids.is_array() || ids.empty()) Fail(path, ": metadata '", p, "dflash.target_layer_ids' is missing or empty");
   Json dflash{{"target_layer_ids", ids},
-              {"mask_token_id", meta.Get<int>(p + "dflash.mask_token_id")},
-              {"block_size", meta.Get<int>(p + "dflash.block_size", 16)}};
+              {"mask_token_id", meta.Get<int64_t>(p + "dflash.mask_token_id")},
+              {"block_size", meta.Get<int64_t>(p + "dflash.block_size", 16)}};
   Json cfg = DecoderJson(meta, p);
   cfg["architectures"] = {"DFlashDraftModel"};
   cfg["attention_bias"] = model.store.Find("layers.0.self_attn.q_proj.bias") != nullptr;

@@ -40,6 +40,45 @@ float ToF32(const Tensor& t, int64_t i) {
   }
 }
 
+// Whether `t`'s bytes are exactly what its dtype and shape need (false where the shape's
+// byte count overflows): the store may hold tensors from anywhere, and Repack trusts both.
+bool BytesMatchShape(const Tensor& t, const std::string& what) {
+  return t.nbytes == TensorBytes(t.dtype, t.shape, what + ": tensor '" + t.name + "'");
+}
+
+struct PackedShape {
+  int64_t rows, cols;
+};
+
+// The logical [rows, cols] of a packed matrix, once the weight's words, the scales and the
+// biases are checked to describe one matrix in shape and in bytes, so that Repack reads
+// nothing past them and its output's size cannot wrap.
+PackedShape CheckPacked(const Tensor& weight, const Tensor& scales, const Tensor& biases, const Scheme& s,
+                        const std::string& what) {
+  if (weight.dtype != DType::kU32 || weight.shape.size() != 2 || weight.shape[0] < 1 || weight.shape[1] < 1) {
+    Fail(what, ": weight must be non-empty 2-D U32 words, is ", DTypeName(weight.dtype), " ", weight.ShapeString());
+  }
+  if (!BytesMatchShape(weight, what)) {
+    Fail(what, ": weight ", weight.ShapeString(), " holds ", weight.nbytes, " bytes, not 4 per word");
+  }
+  // weight.nbytes is mapped memory (far below 2^60 bytes), so these products cannot overflow.
+  const int64_t rows = weight.shape[0], cols = weight.shape[1] * 32 / s.bits;
+  const std::vector<int64_t> want{rows, cols / s.group};
+  if (cols % s.group != 0 || scales.shape != want || biases.shape != want || biases.dtype != scales.dtype) {
+    Fail(what, ": weight ", weight.ShapeString(), " at ", s.bits, " bits is ", rows, " x ", cols,
+         ", so scales and biases must both be [", rows, ", ", cols / s.group, "] of one dtype; they are ",
+         scales.ShapeString(), " ", DTypeName(scales.dtype), " and ", biases.ShapeString(), " ",
+         DTypeName(biases.dtype));
+  }
+  for (const Tensor* t : {&scales, &biases}) {
+    if (!BytesMatchShape(*t, what)) {
+      Fail(what, ": tensor '", t->name, "' ", t->ShapeString(), " of ", DTypeName(t->dtype), " holds ", t->nbytes,
+           " bytes");
+    }
+  }
+  return {rows, cols};
+}
+
 // The blocks of one matrix: per row, per group, f32 scale and bias, then the codes re-laid.
 ByteBuffer Repack(const Tensor& weight, const Tensor& scales, const Tensor& biases,
                             int bits, DType type, int64_t rows, int64_t cols) {
@@ -95,17 +134,7 @@ int RepackMlxQuantized(const Json& config, const std::string& where, TensorStore
       Fail(what, ": bits ", s.bits, " with group size ", s.group,
            " is not supported (bits 4 or 8, group size 32, 64 or 128)");
     }
-    if (weight->dtype != DType::kU32 || weight->shape.size() != 2) {
-      Fail(what, ": weight must be 2-D U32 words, is ", DTypeName(weight->dtype), " ", weight->ShapeString());
-    }
-    const int64_t rows = weight->shape[0], cols = weight->shape[1] * 32 / s.bits;
-    const std::vector<int64_t> want{rows, cols / s.group};
-    if (cols % s.group != 0 || scales.shape != want || biases->shape != want || biases->dtype != scales.dtype) {
-      Fail(what, ": weight ", weight->ShapeString(), " at ", s.bits, " bits is ", rows, " x ", cols,
-           ", so scales and biases must both be [", rows, ", ", cols / s.group, "] of one dtype; they are ",
-           scales.ShapeString(), " ", DTypeName(scales.dtype), " and ", biases->ShapeString(), " ",
-           DTypeName(biases->dtype));
-    }
+    const auto [rows, cols] = CheckPacked(*weight, scales, *biases, s, what);
     ByteBuffer bytes = Repack(*weight, scales, *biases, s.bits, type, rows, cols);
     store.ReplaceTensor(module + ".weight", type, {rows, cols}, std::move(bytes));
     store.Remove(name);

@@ -33,12 +33,8 @@ void AddSafetensorsFile(const std::string& path, TensorStore& store) {
     Fail(path, ": header length ", header_len, " exceeds the file size ", file.size(),
          " (truncated or not safetensors)");
   }
-  Json header;
-  try {
-    header = Json::parse(file.data() + 8, file.data() + 8 + header_len);
-  } catch (const Json::parse_error& e) {
-    Fail(path, ": malformed safetensors header: ", e.what());
-  }
+  const Json header =
+      ParseJson(std::string_view(reinterpret_cast<const char*>(file.data()) + 8, header_len), path + ": safetensors header");
   if (!header.is_object()) Fail(path, ": safetensors header is not a JSON object");
   const uint8_t* data = file.data() + 8 + header_len;
   const size_t data_size = file.size() - 8 - header_len;
@@ -66,10 +62,7 @@ void AddSafetensorsFile(const std::string& path, TensorStore& store) {
     } catch (const Json::exception& e) {
       Fail(where, ": malformed header entry: ", e.what());
     }
-    for (int64_t d : t.shape) {
-      if (d < 0) Fail(where, ": negative dimension");
-    }
-    const size_t expect = static_cast<size_t>(t.numel()) * BlockBytes(t.dtype);
+    const size_t expect = TensorBytes(t.dtype, t.shape, where);
     if (expect != t.nbytes) {
       Fail(where, ": shape ", t.ShapeString(), " of ", DTypeName(t.dtype), " needs ", expect,
            " bytes but data_offsets span ", t.nbytes);

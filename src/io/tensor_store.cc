@@ -33,9 +33,7 @@ void TensorStore::ReplaceTensor(const std::string& name, DType dtype, std::vecto
   Tensor& t = it->second;
   Tensor shaped;
   shaped.shape = std::move(shape);
-  const int64_t cols = shaped.shape.empty() ? 1 : shaped.shape.back();
-  const size_t expect = cols == 0 ? 0 : static_cast<size_t>(shaped.numel() / cols) * RowBytes(dtype, cols);
-  if (cols % BlockElems(dtype) != 0 || bytes.size() != expect) {
+  if (bytes.size() != TensorBytes(dtype, shaped.shape, origin_ + ": tensor '" + name + "'")) {
     Fail(origin_, ": tensor '", name, "': ", bytes.size(), " bytes of ", DTypeName(dtype),
          " do not fit shape ", shaped.ShapeString());
   }

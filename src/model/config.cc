@@ -6,37 +6,79 @@ namespace dflash {
 
 namespace {
 
+// Upper bounds on hyper-parameters read from files. Generous for any published model (the
+// largest, Llama 3.1 405B and the 1T-parameter MoE models, have hidden sizes up to 16384,
+// up to 126 layers, 128 heads, head dims up to 256, vocabularies up to 262144, MLP widths up
+// to 53248 and contexts up to 10M), yet small enough that every buffer sized by them is
+// modest until the weights' shapes confirm them, and that their products (heads x head_dim,
+// capture layers x hidden) fit in an int.
+constexpr int kMaxHidden = 1 << 16;
+constexpr int kMaxIntermediate = 1 << 20;
+constexpr int kMaxLayers = 1 << 10;
+constexpr int kMaxHeads = 1 << 10;
+constexpr int kMaxHeadDim = 1 << 10;
+constexpr int kMaxVocab = 1 << 22;
+constexpr int kMaxPositions = 1 << 24;
+
+struct Range {
+  int64_t lo, hi;
+};
+
+// Reads integers as int64 so that 2^32 + 64 is an error, not 64.
+int CheckRange(const JsonObject& o, const std::string& key, int64_t v, Range r) {
+  if (v < r.lo || v > r.hi) Fail(o.where(), ": field '", key, "' = ", v, " is outside [", r.lo, ", ", r.hi, "]");
+  return static_cast<int>(v);
+}
+int ReadInt(const JsonObject& o, const std::string& key, Range r) {
+  return CheckRange(o, key, o.Get<int64_t>(key), r);
+}
+int ReadInt(const JsonObject& o, const std::string& key, Range r, int64_t fallback) {
+  return CheckRange(o, key, o.Get<int64_t>(key, fallback), r);
+}
+
+double ReadFinite(const JsonObject& o, const std::string& key, double fallback) {
+  const double v = o.Get<double>(key, fallback);
+  if (!std::isfinite(v)) Fail(o.where(), ": field '", key, "' = ", v, " is not finite");
+  return v;
+}
+// Scales, epsilons and bases: zero or less is never meaningful and would divide by zero or
+// take the log of a non-positive number.
+double ReadPositive(const JsonObject& o, const std::string& key, double fallback) {
+  const double v = ReadFinite(o, key, fallback);
+  if (!(v > 0)) Fail(o.where(), ": field '", key, "' = ", v, " must be positive");
+  return v;
+}
+
 RopeConfig ParseRope(const JsonObject& cfg) {
   RopeConfig r;
-  r.theta = cfg.Get<double>("rope_theta", 10000.0);
+  r.theta = ReadPositive(cfg, "rope_theta", 10000.0);
   // transformers 5 writes rope_parameters (with rope_theta inside); older files rope_scaling.
   const char* key = cfg.Has("rope_parameters") ? "rope_parameters"
                     : cfg.Has("rope_scaling")  ? "rope_scaling"
                                                : nullptr;
   if (!key) return r;
   const JsonObject p = cfg.Child(key);
-  r.theta = p.Get<double>("rope_theta", r.theta);
+  r.theta = ReadPositive(p, "rope_theta", r.theta);
   r.type = p.Get<std::string>("rope_type", p.Get<std::string>("type", "default"));
   if (r.type == "default") return r;
   if (r.type != "linear" && r.type != "yarn") {
     Fail(p.where(), ": rope type '", r.type, "' is not supported (default, linear, yarn)");
   }
+  const int max_positions = ReadInt(cfg, "max_position_embeddings", {0, kMaxPositions}, 0);
   r.original_max_position_embeddings =
-      p.Get<int>("original_max_position_embeddings", cfg.Get<int>("max_position_embeddings", 0));
+      ReadInt(p, "original_max_position_embeddings", {0, kMaxPositions}, max_positions);
   if (p.Has("factor")) {
-    r.factor = p.Get<double>("factor");
-  } else if (r.type == "yarn" && r.original_max_position_embeddings > 0) {
-    r.factor = static_cast<double>(cfg.Get<int>("max_position_embeddings")) /
-               r.original_max_position_embeddings;
+    r.factor = ReadPositive(p, "factor", 1.0);
+  } else if (r.type == "yarn" && r.original_max_position_embeddings > 0 && max_positions > 0) {
+    r.factor = static_cast<double>(max_positions) / r.original_max_position_embeddings;
   } else {
     Fail(p.where(), ": field 'factor' is missing");
   }
-  if (!(r.factor > 0)) Fail(p.where(), ": field 'factor' must be positive");
-  r.beta_fast = p.Get<double>("beta_fast", 32.0);
-  r.beta_slow = p.Get<double>("beta_slow", 1.0);
-  r.attention_factor = p.Get<double>("attention_factor", -1.0);
-  r.mscale = p.Get<double>("mscale", 0.0);
-  r.mscale_all_dim = p.Get<double>("mscale_all_dim", 0.0);
+  r.beta_fast = ReadFinite(p, "beta_fast", 32.0);
+  r.beta_slow = ReadFinite(p, "beta_slow", 1.0);
+  r.attention_factor = ReadFinite(p, "attention_factor", -1.0);
+  r.mscale = ReadFinite(p, "mscale", 0.0);
+  r.mscale_all_dim = ReadFinite(p, "mscale_all_dim", 0.0);
   r.truncate = p.Get<bool>("truncate", true);
   if (r.type == "yarn" && r.original_max_position_embeddings <= 0) {
     Fail(p.where(), ": yarn needs original_max_position_embeddings");
@@ -46,31 +88,18 @@ RopeConfig ParseRope(const JsonObject& cfg) {
 
 DecoderConfig ParseDecoder(const JsonObject& cfg, bool need_vocab) {
   DecoderConfig d;
-  d.vocab_size = need_vocab ? cfg.Get<int>("vocab_size") : cfg.Get<int>("vocab_size", 0);
-  d.hidden_size = cfg.Get<int>("hidden_size");
-  d.intermediate_size = cfg.Get<int>("intermediate_size");
-  d.num_layers = cfg.Get<int>("num_hidden_layers");
-  d.num_heads = cfg.Get<int>("num_attention_heads");
-  d.num_kv_heads = cfg.Get<int>("num_key_value_heads", d.num_heads);
-  if (d.num_heads <= 0) Fail(cfg.where(), ": field 'num_attention_heads' must be positive");
-  d.head_dim = cfg.Get<int>("head_dim", d.hidden_size / d.num_heads);
-  d.rms_norm_eps = cfg.Get<double>("rms_norm_eps", 1e-6);
+  d.vocab_size = need_vocab ? ReadInt(cfg, "vocab_size", {1, kMaxVocab}) : ReadInt(cfg, "vocab_size", {0, kMaxVocab}, 0);
+  d.hidden_size = ReadInt(cfg, "hidden_size", {1, kMaxHidden});
+  d.intermediate_size = ReadInt(cfg, "intermediate_size", {1, kMaxIntermediate});
+  d.num_layers = ReadInt(cfg, "num_hidden_layers", {1, kMaxLayers});
+  d.num_heads = ReadInt(cfg, "num_attention_heads", {1, kMaxHeads});
+  d.num_kv_heads = ReadInt(cfg, "num_key_value_heads", {1, kMaxHeads}, d.num_heads);
+  d.head_dim = ReadInt(cfg, "head_dim", {1, kMaxHeadDim}, d.hidden_size / d.num_heads);
+  d.rms_norm_eps = ReadPositive(cfg, "rms_norm_eps", 1e-6);
   d.attention_bias = cfg.Get<bool>("attention_bias", false);
   d.tie_word_embeddings = cfg.Get<bool>("tie_word_embeddings", false);
-  d.max_position_embeddings = cfg.Get<int>("max_position_embeddings", 32768);
+  d.max_position_embeddings = ReadInt(cfg, "max_position_embeddings", {1, kMaxPositions}, 32768);
   d.rope = ParseRope(cfg);
-  const struct {
-    const char* name;
-    int value;
-  } positive[] = {{"hidden_size", d.hidden_size},
-                  {"intermediate_size", d.intermediate_size},
-                  {"num_hidden_layers", d.num_layers},
-                  {"num_key_value_heads", d.num_kv_heads},
-                  {"head_dim", d.head_dim}};
-  for (const auto& f : positive) {
-    if (f.value <= 0) Fail(cfg.where(), ": field '", f.name, "' must be positive, got ", f.value);
-  }
-  if (need_vocab && d.vocab_size <= 0) Fail(cfg.where(), ": field 'vocab_size' must be positive");
   if (d.num_heads % d.num_kv_heads != 0) {
     Fail(cfg.where(), ": num_attention_heads ", d.num_heads,
          " is not a multiple of num_key_value_heads ", d.num_kv_heads);
@@ -86,8 +115,7 @@ DecoderConfig ParseDecoder(const JsonObject& cfg, bool need_vocab) {
     }
     for (int i = 0; i < d.num_layers; ++i) {
       if (types[i] == "sliding_attention") {
-        d.layer_window[i] = cfg.Get<int>("sliding_window");
-        if (d.layer_window[i] <= 0) Fail(cfg.where(), ": field 'sliding_window' must be positive");
+        d.layer_window[i] = ReadInt(cfg, "sliding_window", {1, kMaxPositions});
       } else if (types[i] != "full_attention") {
         Fail(cfg.where(), ": layer_types[", i, "] = '", types[i], "' is not supported");
       }
@@ -150,21 +178,28 @@ DraftConfig DraftConfigFromJson(const Json& j, const std::string& path) {
   const Json empty = Json::object();
   const JsonObject dc = cfg.Has("dflash_config") ? cfg.Child("dflash_config") : JsonObject(empty, path);
   auto pick = [&](const char* key) -> const JsonObject& { return dc.Has(key) ? dc : cfg; };
-  d.block_size = pick("block_size").Get<int>("block_size", 16);
-  if (d.block_size < 1) Fail(path, ": block_size must be at least 1");
-  d.num_target_layers = pick("num_target_layers").Get<int>("num_target_layers", 0);
+  d.block_size = ReadInt(pick("block_size"), "block_size", {1, kMaxBlockSize}, 16);
+  d.num_target_layers = ReadInt(pick("num_target_layers"), "num_target_layers", {0, kMaxLayers}, 0);
   if (pick("target_layer_ids").Has("target_layer_ids")) {
-    d.target_layer_ids = pick("target_layer_ids").Get<std::vector<int>>("target_layer_ids");
+    const JsonObject& src = pick("target_layer_ids");
+    d.target_layer_ids = src.Get<std::vector<int>>("target_layer_ids");
+    // One capture per target layer at most: the draft's input is this many hidden states wide.
+    if (d.target_layer_ids.size() > kMaxLayers) {
+      Fail(src.where(), ": field 'target_layer_ids' has ", d.target_layer_ids.size(), " entries (at most ", kMaxLayers, ")");
+    }
   } else {
     if (d.num_target_layers <= 0) Fail(path, ": needs target_layer_ids or num_target_layers");
     d.target_layer_ids = DefaultTargetLayerIds(d.num_target_layers, d.decoder.num_layers);
   }
   if (d.target_layer_ids.empty()) Fail(path, ": target_layer_ids is empty");
-  d.mask_token_id = pick("mask_token_id").Get<int>("mask_token_id");
-  d.input_embedding_scale = pick("input_embedding_scale").Get<double>("input_embedding_scale", 1.0);
-  d.output_multiplier = pick("output_multiplier").Get<double>("output_multiplier", 1.0);
-  d.final_logit_softcapping =
-      pick("final_logit_softcapping").Get<double>("final_logit_softcapping", 0.0);
+  d.mask_token_id = ReadInt(pick("mask_token_id"), "mask_token_id", {0, kMaxVocab - 1});
+  d.input_embedding_scale = ReadFinite(pick("input_embedding_scale"), "input_embedding_scale", 1.0);
+  d.output_multiplier = ReadFinite(pick("output_multiplier"), "output_multiplier", 1.0);
+  d.final_logit_softcapping = ReadFinite(pick("final_logit_softcapping"), "final_logit_softcapping", 0.0);
+  if (d.final_logit_softcapping < 0) {
+    Fail(pick("final_logit_softcapping").where(), ": field 'final_logit_softcapping' = ", d.final_logit_softcapping,
+         " is negative (0 turns it off)");
+  }
   const char* causal_key = dc.Has("causal") ? "causal" : "is_causal";
   const JsonObject& causal_src = dc.Has("causal") ? dc : cfg;
   for (int i = 0; i < d.decoder.num_layers; ++i) {

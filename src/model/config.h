@@ -46,6 +46,11 @@ struct TargetConfig {
   DecoderConfig decoder;
 };
 
+// The largest draft block accepted. Published DFlash drafts use 16; every block costs a
+// verify pass over block_size rows, so 4x that is past any payoff, and buffers sized by it
+// (the draft's logits are block_size x vocabulary) stay small.
+inline constexpr int kMaxBlockSize = 64;
+
 struct DraftConfig {
   DecoderConfig decoder;  // vocab_size may be 0: the draft uses the target's vocabulary
   int block_size = 16;

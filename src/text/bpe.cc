@@ -11,7 +11,7 @@ namespace {
 
 // A Json string that must hold a vocabulary entry; names the field on failure.
 std::string TokenString(const Json& v, const std::string& where) {
-  if (!v.is_string()) Fail(where, ": expected a string, got ", v.dump());
+  if (!v.is_string()) Fail(where, ": expected a string, got ", JsonSummary(v));
   return v.get<std::string>();
 }
 
@@ -46,7 +46,7 @@ BpeModel BpeModel::FromJson(const JsonObject& model) {
   m.bytes_to_id_.reserve(vocab.size());
   for (const auto& [token, id] : vocab.items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-      Fail(model.where(), ".vocab: token '", token, "' has invalid id ", id.dump());
+      Fail(model.where(), ".vocab: token '", token, "' has invalid id ", JsonSummary(id));
     }
     const auto tid = static_cast<int32_t>(id.get<int64_t>());
     m.vocab_.emplace(token, tid);
@@ -90,7 +90,7 @@ BpeModel BpeModel::FromJson(const JsonObject& model) {
       left = TokenString(e[0], where());
       right = TokenString(e[1], where());
     } else {
-      Fail(where(), ": expected \"left right\" or [left, right], got ", e.dump());
+      Fail(where(), ": expected \"left right\" or [left, right], got ", JsonSummary(e));
     }
     const int32_t left_id = lookup(left, where), right_id = lookup(right, where);
     joined.assign(left).append(right);

@@ -49,7 +49,7 @@ Json GgufNormalizer(const std::string& pre) {
 Json TokenizerJsonFromGguf(const Json& meta, const std::string& path) {
   const Json& model = Require(meta, "tokenizer.ggml.model", path);
   if (model != Json("gpt2")) {
-    Fail(path, ": tokenizer.ggml.model ", model.dump(), " is not supported (gpt2: byte-level BPE)");
+    Fail(path, ": tokenizer.ggml.model ", JsonSummary(model), " is not supported (gpt2: byte-level BPE)");
   }
   const Json& tokens = Require(meta, "tokenizer.ggml.tokens", path);
   const Json& merges = Require(meta, "tokenizer.ggml.merges", path);
@@ -81,7 +81,7 @@ Json TokenizerJsonFromGguf(const Json& meta, const std::string& path) {
       case kUnused:
         break;  // padding up to the model's vocabulary size: no token has this id
       default:
-        Fail(path, ": tokenizer.ggml.token_type[", id, "] = ", types[id].dump(),
+        Fail(path, ": tokenizer.ggml.token_type[", id, "] = ", JsonSummary(types[id]),
              " is not supported for byte-level BPE (1, 3, 4 or 5)");
     }
   }
@@ -101,7 +101,7 @@ Tokenizer Tokenizer::FromGguf(const Json& meta, const std::string& path) {
     if (v.is_null()) return -1;
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= t.vocab_size() ||
         !t.tokens_[v.get<int64_t>()].assigned) {
-      Fail(path, ": ", key, " = ", v.dump(), " is not a token id");
+      Fail(path, ": ", key, " = ", JsonSummary(v), " is not a token id");
     }
     return v.get<int32_t>();
   };

@@ -24,7 +24,7 @@ std::optional<std::string> TokenName(const JsonObject& config, const std::string
   if (v.is_object() && v.contains("content") && v.at("content").is_string()) {
     return v.at("content").get<std::string>();
   }
-  Fail(config.where(), ": field '", key, "' is neither a string nor {\"content\": ...}: ", v.dump());
+  Fail(config.where(), ": field '", key, "' is neither a string nor {\"content\": ...}: ", JsonSummary(v));
 }
 
 // The bytes the reference's ByteLevel decoder produces for one token string.
@@ -54,9 +54,11 @@ Tokenizer Tokenizer::FromJson(const Json& j, const std::string& path) {
   if (!t.pre_tokenizer_.has_byte_level()) {
     Fail(path, ": pre_tokenizer has no ByteLevel step; only byte-level BPE is supported");
   }
-  const Json decoder = root.raw().value("decoder", Json());
-  if (!decoder.is_object() || decoder.value("type", Json()) != Json("ByteLevel")) {
-    Fail(path, ": decoder ", decoder.dump(), " is not supported (ByteLevel only)");
+  static const Json kAbsent;  // both arms lvalues: the decoder is not copied
+  const Json& decoder = root.raw().contains("decoder") ? root.raw().at("decoder") : kAbsent;
+  const Json& decoder_type = decoder.is_object() && decoder.contains("type") ? decoder.at("type") : decoder;
+  if (!decoder.is_object() || decoder_type != Json("ByteLevel")) {
+    Fail(path, ": decoder ", JsonSummary(decoder_type), " is not supported (ByteLevel only)");
   }
   t.added_ = AddedTokens::FromJson(root.raw().value("added_tokens", Json()), t.normalizer_, path);
 
