@@ -137,7 +137,7 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
       pr.accepted += b.stats.accepted;
       for (size_t k = 0; k < b.stats.accept_hist.size(); ++k) pr.committed += static_cast<int>(k) * b.stats.accept_hist[k];
       AddHist(pr.accept_hist, b.stats.accept_hist);
-      if (gen.sampling.greedy() && a.tokens != b.tokens) pr.identical = false;
+      if (gen.sampling.same_tokens_as_plain() && a.tokens != b.tokens) pr.identical = false;
     }
   }
   std::fprintf(stderr, "\r%*s\r", 30, "");
@@ -145,7 +145,7 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
   const MachineInfo machine = DescribeMachine();
   std::printf("%s | %s | %d threads | %d new tokens, block %d, %s, policy %s, %d warm-up + %d repeats\n",
               machine.cpu.c_str(), machine.simd_target.c_str(), engine.threads(), gen.max_new_tokens,
-              gen.block_size, gen.sampling.greedy() ? "greedy" : "sampled",
+              gen.block_size, gen.sampling.greedy() ? "greedy" : SpecSamplingName(gen.sampling.spec).data(),
               std::string(SpecPolicyName(gen.policy)).c_str(), warmup, repeats);
   std::printf("%-16s %6s  %-26s %-26s %8s %6s %7s %s\n", "prompt", "tokens", "plain tok/s (min-max)",
               "dflash tok/s (min-max)", "speedup", "tau", "accept", "identical");
@@ -167,7 +167,7 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
       jp["tau"] = r.Tau();
       jp["acceptance"] = r.drafted ? double(r.accepted) / r.drafted : 0.0;
       jp["accept_hist"] = r.accept_hist;
-      if (gen.sampling.greedy()) jp["identical"] = r.identical;
+      if (gen.sampling.same_tokens_as_plain()) jp["identical"] = r.identical;
       all_dflash.decode_ms += r.dflash.decode_ms;
       all_dflash.tokens += r.dflash.tokens;
       total_spec.cycles += r.cycles;
@@ -180,7 +180,7 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
     jprompts.push_back(jp);
     std::printf("%-16s %6zu  %-26s %-26s %7.2fx %6.2f %7.2f %s\n", prompts[p].name.c_str(), prompts[p].ids.size(),
                 plain_col, dflash_col, speedup, r.Tau(), r.drafted ? double(r.accepted) / r.drafted : 0.0,
-                !with_draft ? "-" : !gen.sampling.greedy() ? "n/a (sampled)" : r.identical ? "yes" : "NO (bug!)");
+                !with_draft ? "-" : !gen.sampling.same_tokens_as_plain() ? "n/a (rejection)" : r.identical ? "yes" : "NO (bug!)");
   }
   const double plain_tok_s = all_plain.MsPerToken() > 0 ? 1000.0 / all_plain.MsPerToken() : 0;
   const double dflash_tok_s = all_dflash.MsPerToken() > 0 ? 1000.0 / all_dflash.MsPerToken() : 0;
@@ -200,7 +200,7 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
     j["machine"] = MachineJson(machine, engine.threads());
     j["config"] = Json{{"model", mf.model}, {"draft", with_draft ? mf.draft : ""}, {"n_predict", gen.max_new_tokens},
                        {"block_size", gen.block_size}, {"greedy", gen.sampling.greedy()},
-                       {"temperature", gen.sampling.temperature}, {"warmup", warmup}, {"repeats", repeats},
+                       {"temperature", gen.sampling.temperature}, {"spec_sampling", SpecSamplingName(gen.sampling.spec)}, {"warmup", warmup}, {"repeats", repeats},
                        {"no_eos", gen.ignore_stop}, {"spec_policy", SpecPolicyName(gen.policy)},
                        {"target_quant", mf.target_quant}, {"draft_quant", mf.draft_quant},
                        {"bf16_dot", mf.bf16_dot}, {"kv_type", DTypeName(engine.options().kv_type)}};
@@ -209,14 +209,14 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
                      {"speedup", mean_speedup}, {"tau", total_spec.Tau()},
                      {"acceptance", total_spec.drafted ? double(total_spec.accepted) / total_spec.drafted : 0.0},
                      {"accept_hist", total_spec.accept_hist}};
-    if (with_draft && gen.sampling.greedy()) j["identical"] = total_spec.identical;
+    if (with_draft && gen.sampling.same_tokens_as_plain()) j["identical"] = total_spec.identical;
     j["peak_rss_mib"] = rss;
     std::ofstream out(json_path);
     if (!out) Fail(json_path, ": cannot write");
     out << j.dump(2) << "\n";
     std::printf("wrote %s\n", json_path.c_str());
   }
-  return with_draft && gen.sampling.greedy() && !total_spec.identical ? 3 : 0;
+  return with_draft && gen.sampling.same_tokens_as_plain() && !total_spec.identical ? 3 : 0;
 }
 
 // Progress lines on stderr (filling a 16k KV cache takes minutes).

@@ -13,6 +13,8 @@ Json ResultJson(const GenerateResult& r, const std::string& mode);
 void PrintStats(FILE* out, const GenerateResult& r, const std::string& mode);
 // Speedup as z-lab defines it: plain time per output token / DFlash time per output token.
 double Speedup(const GenerateResult& plain, const GenerateResult& dflash);
-void PrintComparison(FILE* out, const GenerateResult& plain, const GenerateResult& dflash, bool greedy);
+// Says what was checked: identical tokens where the sampling promises them (greedy,
+// reproducible sampling); under rejection sampling, that the outputs are not compared here.
+void PrintComparison(FILE* out, const GenerateResult& plain, const GenerateResult& dflash, const SamplingParams& sampling);
 
 }  // namespace dflash::app

@@ -13,6 +13,8 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/qwen3.h"
+#include "serve/api_error.h"
+#include "serve/request.h"
 #include "spec/generate.h"
 #include "spec/sampler.h"
 #include "testing/chi_square.h"
@@ -255,6 +257,28 @@ TEST(Sampling, ParsesSpecSamplingNamesAndRejectsOthers) {
   EXPECT_EQ(ParseSpecSampling("reproducible"), SpecSampling::kReproducible);
   EXPECT_THROW(ParseSpecSampling("exact"), Error);
   EXPECT_EQ(SamplingParams{}.spec, SpecSampling::kRejection) << "rejection sampling is the default";
+}
+
+// Requests choose the acceptance rule and min_p; a bad value is a 400 naming the field.
+TEST(Sampling, RequestsCarrySpecSamplingAndMinP) {
+  const serve::OJson base = {{"model", "x"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+  serve::OJson body = base;
+  body["spec_sampling"] = "reproducible";
+  body["min_p"] = 0.05;
+  const serve::ChatRequest r = serve::ParseChatRequest(body);
+  EXPECT_EQ(r.spec_sampling, SpecSampling::kReproducible);
+  EXPECT_EQ(r.min_p, 0.05);
+  EXPECT_FALSE(serve::ParseChatRequest(base).spec_sampling.has_value()) << "unset: the server's default";
+  for (const serve::OJson& bad : {serve::OJson("exact"), serve::OJson(1)}) {
+    body["spec_sampling"] = bad;
+    try {
+      serve::ParseChatRequest(body);
+      ADD_FAILURE() << "accepted spec_sampling " << bad.dump();
+    } catch (const serve::ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.Body()["error"]["param"], "spec_sampling");
+    }
+  }
 }
 
 }  // namespace

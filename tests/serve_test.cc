@@ -81,7 +81,7 @@ TEST(Request, UnsupportedSamplingFieldsAreRejectedUnlessNoOps) {
   }
   EXPECT_EQ(RejectedParam(Chat({{"repetition_penalty", 1.1}})), "repetition_penalty");
   EXPECT_EQ(RejectedParam(Chat({{"repetition_penalty", 1}})), "");
-  EXPECT_EQ(RejectedParam(Chat({{"min_p", 0.05}})), "min_p");
+  EXPECT_EQ(RejectedParam(Chat({{"min_p", 1.5}})), "min_p");
   EXPECT_EQ(RejectedParam(Chat({{"logit_bias", {{"42", 5}}}})), "logit_bias");
   EXPECT_EQ(RejectedParam(Chat({{"logit_bias", OJson::object()}})), "");
   EXPECT_EQ(RejectedParam(Chat({{"logprobs", true}})), "logprobs");

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/error.h"
 #include "serve/api_error.h"
 
 namespace dflash::serve {
@@ -98,7 +99,6 @@ void RejectUnsupported(const Fields& f) {
     if (auto v = f.Number(key, -2, 2); v && *v != 0) Unsupported(key, " (only 0)");
   }
   if (auto v = f.Number("repetition_penalty", 0, 1e9, true); v && *v != 1) Unsupported("repetition_penalty", " (only 1)");
-  if (auto v = f.Number("min_p", 0, 1); v && *v != 0) Unsupported("min_p", " (only 0)");
   if (auto v = f.Number("typical_p", 0, 1, true); v && *v != 1) Unsupported("typical_p", " (only 1)");
   if (const OJson* b = f.Object("logit_bias"); b && !b->empty()) Unsupported("logit_bias", "");
   if (const OJson* lp = f.Get("logprobs")) {
@@ -128,6 +128,14 @@ GenerationRequest ParseCommon(const Fields& f) {
   r.temperature = f.Number("temperature", 0, 2);
   r.top_p = f.Number("top_p", 0, 1, /*lo_open=*/true);
   if (auto k = f.Int("top_k", 0, 1 << 24)) r.top_k = static_cast<int>(*k);
+  r.min_p = f.Number("min_p", 0, 1);
+  if (auto s = f.String("spec_sampling")) {
+    try {
+      r.spec_sampling = ParseSpecSampling(*s);
+    } catch (const Error& e) {
+      throw BadRequest(e.what(), "spec_sampling");
+    }
+  }
   if (auto s = f.Int("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max())) {
     r.seed = static_cast<uint64_t>(*s);
   }

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "spec/sampler.h"
+
 namespace dflash::serve {
 
 using OJson = nlohmann::ordered_json;
@@ -21,7 +23,8 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
   std::optional<int> max_tokens;      // max_completion_tokens or max_tokens
-  std::optional<double> temperature, top_p;
+  std::optional<double> temperature, top_p, min_p;
+  std::optional<SpecSampling> spec_sampling;  // "rejection" | "reproducible" (spec/sampler.h)
   std::optional<int> top_k;
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;      // stop strings (at most 4, none empty)

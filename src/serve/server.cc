@@ -173,6 +173,8 @@ Job Server::Impl::NewJob(const GenerationRequest& r, const char* object, const c
   if (r.temperature) g.sampling.temperature = *r.temperature;
   if (r.top_p) g.sampling.top_p = *r.top_p;
   if (r.top_k) g.sampling.top_k = *r.top_k;
+  if (r.min_p) g.sampling.min_p = *r.min_p;
+  if (r.spec_sampling) g.sampling.spec = *r.spec_sampling;
   if (r.seed) {
     g.sampling.seed = *r.seed;
   } else if (opt.seed) {
