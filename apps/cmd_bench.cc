@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "io/json_file.h"
 #include "model_flags.h"
+#include "open_tokenizer.h"
 #include "ops/ops.h"
 #include "ops/quant_blocks.h"
 #include "report.h"
@@ -25,13 +26,37 @@ namespace dflash::app {
 
 namespace {
 
+using OJson = nlohmann::ordered_json;
+
 struct BenchPrompt {
   std::string name;
   std::vector<int32_t> ids;
 };
 
-// JSONL, one prompt per line: {"name": "...", "prompt_ids": [...]}.
-std::vector<BenchPrompt> ReadPrompts(const std::string& path) {
+// One JSONL line's prompt: "prompt_ids" as they are, "prompt" text tokenized, or "messages"
+// rendered with the model's chat template; exactly one of them.
+std::vector<int32_t> LinePromptIds(const OJson& j, const std::string& where, ModelText& model_text) {
+  const int kinds = j.contains("prompt_ids") + j.contains("prompt") + j.contains("messages");
+  if (kinds != 1) Fail(where, ": expected exactly one of \"prompt\", \"messages\" or \"prompt_ids\"");
+  if (j.contains("prompt")) {
+    if (!j["prompt"].is_string()) Fail(where, ": \"prompt\" must be a string, got ", j["prompt"].type_name());
+    return model_text.Encode(j["prompt"].get<std::string>());
+  }
+  if (j.contains("messages")) {
+    if (!j["messages"].is_array()) Fail(where, ": \"messages\" must be an array, got ", j["messages"].type_name());
+    return model_text.Chat(j["messages"], OJson::object()).ids;
+  }
+  if (!j["prompt_ids"].is_array()) Fail(where, ": \"prompt_ids\" must be an array, got ", j["prompt_ids"].type_name());
+  std::vector<int32_t> ids;
+  for (const OJson& id : j["prompt_ids"]) {
+    if (!id.is_number_integer()) Fail(where, ": prompt_ids must be integers, got ", id.type_name());
+    ids.push_back(id.get<int32_t>());
+  }
+  return ids;
+}
+
+// JSONL, one prompt per line: {"name": ..., and "prompt": TEXT, "messages": [...] or "prompt_ids": [...]}.
+std::vector<BenchPrompt> ReadPrompts(const std::string& path, ModelText& model_text) {
   std::ifstream in(path);
   if (!in) Fail(path, ": cannot open prompts file");
   std::vector<BenchPrompt> prompts;
@@ -39,21 +64,17 @@ std::vector<BenchPrompt> ReadPrompts(const std::string& path) {
   for (int lineno = 1; std::getline(in, line); ++lineno) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = path + ":" + std::to_string(lineno);
-    Json j;
+    OJson j;  // key order kept: a chat template's tojson prints messages as written
     try {
-      j = Json::parse(line);
+      j = OJson::parse(line);
     } catch (const std::exception& e) {
       Fail(where, ": not a JSON object: ", e.what());
     }
-    if (!j.is_object() || !j.contains("prompt_ids") || !j["prompt_ids"].is_array()) {
-      Fail(where, ": expected {\"prompt_ids\": [...]} (text prompts need a tokenizer)");
-    }
+    if (!j.is_object()) Fail(where, ": expected a JSON object, got ", j.type_name());
+    if (j.contains("name") && !j["name"].is_string()) Fail(where, ": \"name\" must be a string, got ", j["name"].type_name());
     BenchPrompt p;
     p.name = j.value("name", "prompt" + std::to_string(prompts.size()));
-    for (const Json& id : j["prompt_ids"]) {
-      if (!id.is_number_integer()) Fail(where, ": prompt_ids must be integers");
-      p.ids.push_back(id.get<int32_t>());
-    }
+    p.ids = LinePromptIds(j, where, model_text);
     if (p.ids.empty()) Fail(where, ": empty prompt");
     prompts.push_back(std::move(p));
   }
@@ -118,8 +139,6 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
   std::vector<PromptResult> results(prompts.size());
   const int total = warmup + repeats;
   for (int rep = 0; rep < total; ++rep) {
-    std::fprintf(stderr, "\r%s %d/%d ", rep < warmup ? "warm-up" : "repeat", rep < warmup ? rep + 1 : rep - warmup + 1,
-                 rep < warmup ? warmup : repeats);
     for (size_t p = 0; p < prompts.size(); ++p) {
       // Alternate which mode goes first so thermal or cache drift cannot favour one.
       GenerateResult a, b;
@@ -139,8 +158,12 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
       AddHist(pr.accept_hist, b.stats.accept_hist);
       if (gen.sampling.same_tokens_as_plain() && a.tokens != b.tokens) pr.identical = false;
     }
+    if (rep < warmup) {
+      ShowProgress("warm-up", rep + 1, warmup);
+    } else {
+      ShowProgress("repeat", rep - warmup + 1, repeats);
+    }
   }
-  std::fprintf(stderr, "\r%*s\r", 30, "");
 
   const MachineInfo machine = DescribeMachine();
   std::printf("%s | %s | %d threads | %d new tokens, block %d, %s, policy %s, %d warm-up + %d repeats\n",
@@ -219,12 +242,6 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
   return with_draft && gen.sampling.same_tokens_as_plain() && !total_spec.identical ? 3 : 0;
 }
 
-// Progress lines on stderr (filling a 16k KV cache takes minutes).
-const auto kProgress = [](const char* what, int done, int total) {
-  std::fprintf(stderr, "\r%s %d/%d   ", what, done, total);
-  if (done == total) std::fprintf(stderr, "\n");
-};
-
 // Mean ms per stage of each point's passes and each stage's share of the pass; then the
 // matrices' and attention's multiply-add rates against this machine's compute peaks, measured
 // in the same run. The matrices' peak is the int8 one where the weights are block-quantised
@@ -277,7 +294,7 @@ int VerifyCost(dflash::Engine& engine, const ModelFlags& mf, const std::string& 
   std::vector<int> contexts = ParseIntList(contexts_text, "--contexts");
   std::vector<int> rows = ParseIntList(rows_text, "--rows");
   const std::vector<VerifyCostPoint> pts =
-      MeasureVerifyCost(engine.target(), contexts, rows, repeats, kProgress, profile);
+      MeasureVerifyCost(engine.target(), contexts, rows, repeats, ShowProgress, profile);
   const ComputePeak peak = profile ? MeasureComputePeak(engine.pool()) : ComputePeak{};
   const MachineInfo machine = DescribeMachine();
   std::printf("%s | %s | %d threads | target %s | KV %s\n", machine.cpu.c_str(), machine.simd_target.c_str(),
@@ -311,7 +328,7 @@ int VerifyCost(dflash::Engine& engine, const ModelFlags& mf, const std::string& 
 }
 
 int Roofline(dflash::Engine& engine, const ModelFlags& mf, const RooflineOptions& opt, const std::string& json_path) {
-  const RooflineResult r = MeasureRoofline(engine.target(), engine.pool(), opt, kProgress);
+  const RooflineResult r = MeasureRoofline(engine.target(), engine.pool(), opt, ShowProgress);
   const MachineInfo machine = DescribeMachine();
   std::printf("%s | %s | %d threads | target %s (%s) | KV %s\n", machine.cpu.c_str(), machine.simd_target.c_str(),
               engine.threads(), mf.model.c_str(), mf.target_quant.c_str(), std::string(DTypeName(engine.options().kv_type)).c_str());
@@ -386,7 +403,7 @@ int Bench(int argc, char** argv) {
   ModelFlags mf;
   mf.no_eos = true;  // fixed-length runs, so both modes time the same number of tokens
   mf.spec_policy = "always";  // raw DFlash against plain; --spec-policy adaptive measures the policy
-  std::string prompts_path, json_path, contexts = "512,8192", rows = "1,2,4,8,16,32";
+  std::string prompts_path, tokenizer_dir, json_path, contexts = "512,8192", rows = "1,2,4,8,16,32";
   int warmup = 1, repeats = 3, bandwidth_mib = 1024, prefill_tokens = 512;
   bool verify_cost = false, roofline = false, profile = false;
   Args args("bench",
@@ -395,7 +412,10 @@ int Bench(int argc, char** argv) {
             "counts at several context lengths, or with --roofline also measure memory bandwidth, decode\n"
             "% of the bandwidth roofline and prefill speed.");
   mf.Declare(args);
-  args.Option("--prompts", &prompts_path, "FILE", "JSONL prompts: {\"name\": ..., \"prompt_ids\": [...]} per line");
+  args.Option("--prompts", &prompts_path, "FILE",
+              "JSONL, one prompt per line: {\"name\": ..., and \"prompt\": TEXT (tokenized), \"messages\": [...] "
+              "(the model's chat template) or \"prompt_ids\": [...]}");
+  args.Option("--tokenizer", &tokenizer_dir, "DIR", "tokenizer directory or .gguf for text prompts (default: the model's own)");
   args.Option("--warmup", &warmup, "N", "untimed warm-up rounds");
   args.Option("--repeats", &repeats, "N", "timed rounds (median and min-max reported)");
   args.Option("--json", &json_path, "FILE", "also write the results as JSON");
@@ -431,10 +451,16 @@ int Bench(int argc, char** argv) {
     opt.prefill_tokens = prefill_tokens;
     return Roofline(engine, mf, opt, json_path);
   }
-  dflash::Engine engine(mf.Engine());
+  const EngineOptions engine_options = mf.Engine();
+  std::vector<BenchPrompt> prompts;
+  if (!prompts_path.empty()) {
+    ModelText model_text(tokenizer_dir, mf.model);
+    prompts = ReadPrompts(prompts_path, model_text);
+  }
+  dflash::Engine engine(engine_options);
+  WarnIfContextUntrained(engine);
   const GenerateOptions gen = mf.Generation(args, engine);
-  const std::vector<BenchPrompt> prompts =
-      prompts_path.empty() ? SyntheticPrompts(engine.target_config().decoder.vocab_size) : ReadPrompts(prompts_path);
+  if (prompts.empty()) prompts = SyntheticPrompts(engine.target_config().decoder.vocab_size);
   return CompareModes(engine, mf, gen, prompts, warmup, repeats, json_path);
 }
 

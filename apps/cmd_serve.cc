@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "model_flags.h"
+#include "open_tokenizer.h"
 #include "serve/server.h"
 
 namespace dflash::app {
@@ -51,15 +52,15 @@ int Serve(int argc, char** argv) {
   so.allow_scripted_output = scripted;
   if (args.Given("--seed")) so.seed = mf.seed;
 
-  const std::optional<text::Tokenizer> tok = LoadTokenizer(tokenizer_dir, mf.model);
-  if (!tok) Fail(mf.model, ": no tokenizer.json (give --tokenizer DIR)");
-  const std::string tdir = tokenizer_dir.empty() ? mf.model : tokenizer_dir;
+  const EngineOptions engine_options = mf.Engine();  // flags and paths checked before any loading
+  ModelText model_text(tokenizer_dir, mf.model);
+  const text::Tokenizer& tok = model_text.RequireTokenizer("serve");
   std::optional<ChatTemplate> chat_template;
   if (!template_file.empty()) {
-    chat_template = ChatTemplate::FromFile(template_file, tdir);
+    chat_template = ChatTemplate::FromFile(template_file, model_text.source());
   } else {
     try {
-      chat_template = ChatTemplate::FromDirectory(tdir);
+      chat_template = OpenChatTemplate(model_text.source(), tok);
     } catch (const Error& e) {
       std::fprintf(stderr, "warning: %s; /v1/chat/completions is unavailable\n", e.what());
     }
@@ -74,7 +75,8 @@ int Serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  Engine engine(mf.Engine());
+  Engine engine(engine_options);
+  WarnIfContextUntrained(engine);
   GenerateOptions gen = mf.Generation(args, engine);
   // Without -n a request may fill its context, as OpenAI's servers allow.
   if (!args.Given("--n-predict")) gen.max_new_tokens = engine.options().context;
@@ -85,7 +87,7 @@ int Serve(int argc, char** argv) {
     Fail("--cache-ram ", cache_ram_mib, " MiB holds no sequence: one takes ", MiB(per_slot), " MiB at --ctx ",
          engine.options().context);
   }
-  serve::Server server(engine, *tok, std::move(chat_template), gen, so);
+  serve::Server server(engine, tok, std::move(chat_template), gen, so);
   const int port = server.Bind();
   std::fprintf(stderr,
                "dflash serve: %s%s%s, %s, %d slot(s) x %d positions\n"

@@ -1,5 +1,8 @@
 #include "model_flags.h"
 
+#include <cstdio>
+#include <filesystem>
+
 #include "core/error.h"
 #include "io/quantize_store.h"
 #include "ops/ops.h"
@@ -24,19 +27,19 @@ void ModelFlags::Declare(Args& a) {
   a.Option("--temp", &temp, "T", "sampling temperature; 0 = greedy (default: generation_config.json, else 0)");
   a.Option("--top-k", &top_k, "K", "top-k sampling, 0 = off");
   a.Option("--top-p", &top_p, "P", "nucleus sampling, 1 = off");
+  a.Option("--min-p", &min_p, "P", "min-p sampling: drop tokens below P times the likeliest, 0 = off");
   a.Option("--seed", &seed, "S", "random seed for sampling");
   a.Option("--block-size", &block_size, "B", "tokens verified per DFlash cycle (default: the draft's block_size)");
   a.Option("--spec-policy", &spec_policy, "adaptive|always",
-  a.Option("--min-p", &min_p, "P", "min-p sampling: drop tokens below P times the likeliest, 0 = off");
            "adaptive: speculate only while DFlash is measured to beat plain decoding; always: every step");
-  a.Flag("--no-eos", &no_eos, "ignore end-of-sequence tokens: always generate -n tokens (benchmarks)");
-  a.Option("-c,--ctx", &ctx, "N", "context length per sequence (KV cache positions)");
-  a.Option("-t,--threads", &threads, "N", "threads (0 = all hardware threads)");
   a.Option("--spec-sampling", &spec_sampling, "rejection|reproducible",
            "how sampled DFlash accepts drafts. rejection (default): speculative rejection sampling, accepts the most; "
            "exact in distribution (the target's), but not seed-reproducible across policies: a seed's tokens change "
            "with the verify lengths (block size, and the adaptive policy's timing-driven choices). reproducible: the "
            "same tokens as plain sampling for the same seed, whatever the policy does; accepts fewer drafts");
+  a.Flag("--no-eos", &no_eos, "ignore end-of-sequence tokens: always generate -n tokens (benchmarks)");
+  a.Option("-c,--ctx", &ctx, "N", "context length per sequence (KV cache positions)");
+  a.Option("-t,--threads", &threads, "N", "threads (0 = all hardware threads)");
   a.Option("--prefill-chunk", &prefill_chunk, "N", "prompt rows per target forward pass");
   a.Option("--draft-window", &draft_window, "N", "bound the draft's context to a sink plus N recent tokens (0 = unbounded)");
   a.Option("--draft-sink", &draft_sink, "N", "draft context sink size when --draft-window is set");
@@ -52,6 +55,8 @@ void ModelFlags::Declare(Args& a) {
 
 EngineOptions ModelFlags::Engine() const {
   if (model.empty()) Fail("-m/--model is required");
+  if (!std::filesystem::exists(model)) Fail(model, ": not found");
+  if (!draft.empty() && !std::filesystem::exists(draft)) Fail(draft, ": not found");
   if (!mode.empty() && mode != "ar" && mode != "dflash") Fail("--mode must be 'ar' or 'dflash', got '", mode, "'");
   if (mode == "dflash" && draft.empty()) Fail("--mode dflash needs a draft (-d DIR)");
   if (prefill_chunk < 1) Fail("--prefill-chunk must be at least 1");
@@ -71,6 +76,17 @@ EngineOptions ModelFlags::Engine() const {
   return e;
 }
 
+std::string WarnIfContextUntrained(const dflash::Engine& engine) {
+  const int trained = engine.target_config().decoder.max_position_embeddings;
+  const int ctx = engine.options().context;
+  if (trained <= 0 || ctx <= trained) return "";
+  const std::string warning = "--ctx " + std::to_string(ctx) + " is more than the model's max_position_embeddings " +
+                              std::to_string(trained) + ": positions past " + std::to_string(trained) +
+                              " were never trained and output there may degrade";
+  std::fprintf(stderr, "warning: %s\n", warning.c_str());
+  return warning;
+}
+
 bool ModelFlags::speculative(const dflash::Engine& engine) const {
   return engine.has_draft() && mode != "ar";
 }
@@ -84,6 +100,8 @@ GenerateOptions ModelFlags::Generation(const Args& args, const dflash::Engine& e
   if (args.Given("--temp")) g.sampling.temperature = temp;
   if (args.Given("--top-k")) g.sampling.top_k = top_k;
   if (args.Given("--top-p")) g.sampling.top_p = top_p;
+  if (args.Given("--min-p")) g.sampling.min_p = min_p;
+  g.sampling.spec = ParseSpecSampling(spec_sampling);
   g.sampling.seed = seed;
   ValidateSampling(g.sampling);
   g.block_size = 1;
@@ -100,6 +118,4 @@ GenerateOptions ModelFlags::Generation(const Args& args, const dflash::Engine& e
   return g;
 }
 
-  if (args.Given("--min-p")) g.sampling.min_p = min_p;
-  g.sampling.spec = ParseSpecSampling(spec_sampling);
 }  // namespace dflash::app

@@ -2,12 +2,10 @@
 // declared once, turned into EngineOptions and GenerateOptions in one place.
 #pragma once
 
-#include <optional>
 #include <string>
 
 #include "args.h"
 #include "spec/engine.h"
-#include "text/tokenizer.h"
 
 namespace dflash::app {
 
@@ -22,9 +20,9 @@ struct ModelFlags {
   std::string target_quant = "none", draft_quant = "none";
   std::string kv_type = "auto";
   bool bf16_dot = false;
-  std::string spec_sampling = "rejection";
   std::string mode;    // "" (dflash when a draft is given), "ar", "dflash"
   std::string spec_policy = "adaptive";
+  std::string spec_sampling = "rejection";
   int n_predict = 128;
   double temp = 0, top_p = 1, min_p = 0;
   int top_k = 0;
@@ -32,13 +30,14 @@ struct ModelFlags {
   bool no_eos = false;
 
   void Declare(Args& args);
-  EngineOptions Engine() const;  // throws Error on inconsistent flags
+  EngineOptions Engine() const;  // throws Error on inconsistent flags or a missing -m/-d path
   // Generation options: the checkpoint's defaults, overridden by the flags given.
   GenerateOptions Generation(const Args& args, const dflash::Engine& engine) const;
   bool speculative(const dflash::Engine& engine) const;
 };
 
-// The tokenizer that ships with the model (or --tokenizer DIR); none when neither has one.
-std::optional<text::Tokenizer> LoadTokenizer(const std::string& flag_dir, const std::string& model_dir);
+// Warns on stderr, as llama.cpp does, when --ctx is beyond the positions the target was trained
+// for (its max_position_embeddings); returns that warning, "" when there is none.
+std::string WarnIfContextUntrained(const dflash::Engine& engine);
 
 }  // namespace dflash::app

@@ -1,5 +1,7 @@
 #include "report.h"
 
+#include <unistd.h>
+
 namespace dflash::app {
 
 Json ResultJson(const GenerateResult& r, const std::string& mode) {
@@ -25,6 +27,14 @@ Json ResultJson(const GenerateResult& r, const std::string& mode) {
     j["verify_ms"] = s.verify_ms;
   }
   return j;
+}
+
+std::string EarlyStopNote(const GenerateResult& r, int max_new_tokens, int context) {
+  const int n = static_cast<int>(r.tokens.size());
+  if (r.finish_reason != "length" || n >= max_new_tokens) return "";
+  return "stopped after " + std::to_string(n) + " of " + std::to_string(max_new_tokens) + " tokens: the prompt (" +
+         std::to_string(r.stats.prompt_tokens) + " tokens) and the output filled the context of " +
+         std::to_string(context) + " positions (raise --ctx)";
 }
 
 void PrintStats(FILE* out, const GenerateResult& r, const std::string& mode) {
@@ -64,6 +74,18 @@ void PrintComparison(FILE* out, const GenerateResult& plain, const GenerateResul
                       "here (the test suite checks that distribution by chi-square: "
                       "Spec.SampledDFlashMatchesTargetDistributionAtDraftedPositions)\n");
   }
+}
+
+void ShowStatus(const std::string& text, bool last) {
+  static const bool terminal = isatty(fileno(stderr));
+  if (!terminal) return;
+  // Trailing blanks cover the end of a longer line before it.
+  std::fprintf(stderr, "\r%s   %s", text.c_str(), last ? "\n" : "");
+  std::fflush(stderr);
+}
+
+void ShowProgress(const std::string& what, int done, int total) {
+  ShowStatus(what + " " + std::to_string(done) + "/" + std::to_string(total), done == total);
 }
 
 }  // namespace dflash::app

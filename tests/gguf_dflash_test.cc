@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
 
@@ -174,15 +173,12 @@ TEST(GgufTokenizer, MatchesTheReferenceOnTheTextCorpus) {
   }
 }
 
-std::string SharedDir() {
-  const char* env = std::getenv("DFLASH_SHARED_DIR");
-  return env ? env : std::string(DFLASH_SOURCE_DIR) + "/../shared";
-}
+// Third-party tokenizers and chat templates vendored for the tests (see tests/data/NOTICE.md).
+std::string DataDir() { return std::string(DFLASH_SOURCE_DIR) + "/tests/data"; }
 
 // tokenizer.ggml.pre "qwen2" must mean exactly what Qwen3's own tokenizer.json spells.
 TEST(GgufTokenizer, Qwen2PreTokenizerIsQwen3TokenizerJsons) {
-  const std::string file = SharedDir() + "/data/tokenizers/qwen3/tokenizer.json";
-  if (!fs::exists(file)) GTEST_SKIP() << "shared data missing: " << file << " (set DFLASH_SHARED_DIR)";
+  const std::string file = DataDir() + "/tokenizers/qwen3/tokenizer.json";
   const Json tj = ReadJsonFile(file);
   EXPECT_EQ(text::GgufPreTokenizer("qwen2", "t"), tj["pre_tokenizer"]);
   EXPECT_EQ(text::GgufNormalizer("qwen2"), tj["normalizer"]);

@@ -2,7 +2,6 @@
 // and round trips through the shipped chat templates.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -200,20 +199,17 @@ TEST(OutputParser, PushAfterFinishIsAnError) {
 
 // ---- against the shipped templates ----
 
-std::string SharedDir() {
-  const char* env = std::getenv("DFLASH_SHARED_DIR");
-  return env ? env : std::string(DFLASH_SOURCE_DIR) + "/../shared";
-}
+// Third-party tokenizers and chat templates vendored for the tests (see tests/data/NOTICE.md).
+std::string DataDir() { return std::string(DFLASH_SOURCE_DIR) + "/tests/data"; }
 
 std::string ReadTemplate(const std::string& name) {
-  std::ifstream in(fs::path(SharedDir()) / "data/templates" / name, std::ios::binary);
+  std::ifstream in(fs::path(DataDir()) / "templates" / name, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
 
 TEST(OutputFormatDetection, ShippedTemplates) {
-  if (!fs::exists(fs::path(SharedDir()) / "data/templates")) GTEST_SKIP() << "shared data missing (set DFLASH_SHARED_DIR)";
   struct Want {
     const char* file;
     bool reasoning;
@@ -260,7 +256,6 @@ void ExpectRoundTrip(const std::string& template_file, const OJson& tools, const
 }
 
 TEST(OutputParser, RoundTripsThroughShippedTemplates) {
-  if (!fs::exists(fs::path(SharedDir()) / "data/templates")) GTEST_SKIP() << "shared data missing (set DFLASH_SHARED_DIR)";
   const OJson assistant = OJson::parse(R"({"role": "assistant", "content": "Checking now.",
       "reasoning_content": "Need the weather tool.",
       "tool_calls": [{"id": "x", "type": "function", "function": {"name": "get_weather",

@@ -3,7 +3,6 @@
 // markup through the output parser.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -20,10 +19,8 @@ namespace {
 namespace fs = std::filesystem;
 using OJson = nlohmann::ordered_json;
 
-std::string SharedDir() {
-  const char* env = std::getenv("DFLASH_SHARED_DIR");
-  return env ? env : std::string(DFLASH_SOURCE_DIR) + "/../shared";
-}
+// Third-party tokenizers and chat templates vendored for the tests (see tests/data/NOTICE.md).
+std::string DataDir() { return std::string(DFLASH_SOURCE_DIR) + "/tests/data"; }
 
 OJson Cases() {
   std::ifstream in(std::string(DFLASH_SOURCE_DIR) + "/tests/goldens/templates/cases.json");
@@ -61,8 +58,7 @@ void ExpectCleanOutcome(F&& f, const std::string& what) {
 }
 
 TEST(TemplateFuzz, MutatedShippedTemplatesFailCleanly) {
-  const fs::path dir = fs::path(SharedDir()) / "data/templates";
-  if (!fs::exists(dir)) GTEST_SKIP() << "shared data missing: " << dir << " (set DFLASH_SHARED_DIR)";
+  const fs::path dir = fs::path(DataDir()) / "templates";
   const OJson cases = Cases();
   std::mt19937 rng(1234);
   int parsed = 0, rendered = 0;
@@ -92,8 +88,7 @@ TEST(TemplateFuzz, MutatedShippedTemplatesFailCleanly) {
 
 // Well-formed templates over malformed conversations: wrong types where strings are expected.
 TEST(TemplateFuzz, OddlyTypedMessagesFailCleanly) {
-  const fs::path dir = fs::path(SharedDir()) / "data/templates";
-  if (!fs::exists(dir)) GTEST_SKIP() << "shared data missing: " << dir << " (set DFLASH_SHARED_DIR)";
+  const fs::path dir = fs::path(DataDir()) / "templates";
   const OJson odd_values = OJson::parse(R"([null, 1, -2.5, true, [], {}, [1, {"a": null}], {"role": 1}, "", "x"])");
   std::mt19937 rng(99);
   const OJson cases = Cases();

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -25,10 +24,8 @@ using OJson = nlohmann::ordered_json;
 
 const std::string kSourceDir = DFLASH_SOURCE_DIR;
 
-std::string SharedDir() {
-  const char* env = std::getenv("DFLASH_SHARED_DIR");
-  return env ? env : kSourceDir + "/../shared";
-}
+// Third-party tokenizers and chat templates vendored for the tests (see tests/data/NOTICE.md).
+std::string DataDir() { return std::string(DFLASH_SOURCE_DIR) + "/tests/data"; }
 
 std::string ReadFile(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -87,8 +84,7 @@ TEST(JinjaSnippets, MatchTransformers) {
 class ShippedTemplate : public testing::TestWithParam<std::string> {};
 
 TEST_P(ShippedTemplate, MatchesTransformers) {
-  const fs::path path = fs::path(SharedDir()) / "data/templates" / GetParam();
-  if (!fs::exists(path)) GTEST_SKIP() << "shared data missing: " << path << " (set DFLASH_SHARED_DIR)";
+  const fs::path path = fs::path(DataDir()) / "templates" / GetParam();
   const OJson cases = Golden("cases.json");
   const OJson golden = Golden(path.stem().string() + ".json");
   const ChatTemplate tmpl({{"default", ReadFile(path)}}, golden["special_tokens"], GetParam());
@@ -131,8 +127,7 @@ INSTANTIATE_TEST_SUITE_P(Templates, ShippedTemplate,
 
 // The raise_exception() text reaches the caller.
 TEST(ShippedTemplateErrors, RaiseExceptionMessageSurvives) {
-  const fs::path path = fs::path(SharedDir()) / "data/templates/Qwen3.5-4B.jinja";
-  if (!fs::exists(path)) GTEST_SKIP() << "shared data missing: " << path << " (set DFLASH_SHARED_DIR)";
+  const fs::path path = fs::path(DataDir()) / "templates/Qwen3.5-4B.jinja";
   const ChatTemplate tmpl({{"default", ReadFile(path)}}, OJson::object(), "Qwen3.5-4B.jinja");
   const OJson messages = OJson::parse(R"([{"role": "system", "content": "only system"}])");
   try {
@@ -145,8 +140,7 @@ TEST(ShippedTemplateErrors, RaiseExceptionMessageSurvives) {
 }
 
 TEST(ChatTemplateDirectory, QwenTokenizerMatchesApplyChatTemplate) {
-  const fs::path dir = fs::path(SharedDir()) / "data/tokenizers/qwen3";
-  if (!fs::exists(dir / "tokenizer_config.json")) GTEST_SKIP() << "shared data missing: " << dir << " (set DFLASH_SHARED_DIR)";
+  const fs::path dir = fs::path(DataDir()) / "tokenizers/qwen3";
   const ChatTemplate tmpl = ChatTemplate::FromDirectory(dir.string());
   EXPECT_EQ(tmpl.special_tokens().value("eos_token", ""), "<|im_end|>");
   EXPECT_FALSE(tmpl.special_tokens().contains("bos_token"));  // null in the config: not passed
@@ -333,8 +327,7 @@ std::string RunCommand(const std::string& cmd, int* status) {
 }
 
 TEST(TemplateCli, PrintsTheRenderedPrompt) {
-  const fs::path dir = fs::path(SharedDir()) / "data/tokenizers/qwen3";
-  if (!fs::exists(dir / "tokenizer_config.json")) GTEST_SKIP() << "shared data missing: " << dir << " (set DFLASH_SHARED_DIR)";
+  const fs::path dir = fs::path(DataDir()) / "tokenizers/qwen3";
   const OJson cases = Golden("cases.json");
   const OJson golden = Golden("tokenizer_qwen3.json");
   TempDir tmp;
@@ -379,8 +372,7 @@ void ExpectChatPromptsMatch(const fs::path& dir, const std::string& golden_name)
 }
 
 TEST(ChatPrompt, QwenIdsMatchApplyChatTemplate) {
-  const fs::path dir = fs::path(SharedDir()) / "data/tokenizers/qwen3";
-  if (!fs::exists(dir / "tokenizer_config.json")) GTEST_SKIP() << "shared data missing: " << dir << " (set DFLASH_SHARED_DIR)";
+  const fs::path dir = fs::path(DataDir()) / "tokenizers/qwen3";
   ExpectChatPromptsMatch(dir, "tokenizer_qwen3.json");
 }
 

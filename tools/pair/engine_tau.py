@@ -33,7 +33,7 @@ def main():
     if not prompts:
         raise SystemExit(f"no prompts in {WORK}/eval_prompts: run eval_tau.py first")
     for path in prompts:
-        out = subprocess.run([a.bin, "generate", "-m", a.target, "-d", a.draft, "--prompt-file", path,
+        out = subprocess.run([a.bin, "generate", "-m", a.target, "-d", a.draft, "--prompt-ids", "@" + path,
                               "-n", str(a.new), "--no-eos", "--spec-policy", "always", "--compare", "--json", "-t", str(a.threads)],
                              check=True, capture_output=True, text=True).stdout
         r = json.loads(out)

@@ -7,7 +7,7 @@ target's own greedy decode (transformers generate), which it must equal. Repetit
 fraction of distinct 4-grams among the continuation's 4-grams (1.0 = nothing repeats).
 A small target's greedy text loops, which inflates greedy tau, so a second pass samples at
 --temperature (z-lab's rejection sampling, still lossless in distribution) and reports its tau too.
-The prompts go to work/eval_prompts/NN.txt (comma-separated ids) for the C++ engine's --prompt-file,
+The prompts go to work/eval_prompts/NN.txt (comma-separated ids) for the C++ engine's --prompt-ids @FILE,
 and all of them to work/eval_prompts.jsonl for `dflash bench --prompts`.
 
   .venv-ref/bin/python tools/pair/eval_tau.py  ->  work/eval_tau.json
