@@ -1,11 +1,19 @@
 // The server's parts that need no HTTP: request validation, stop sequences, the reply
-// pipeline, slot choice and the metrics text. The HTTP side is driven by the openai package in
-// tests/py/test_serve.py.
+// pipeline, slot choice and the metrics text; and the connection guard and access checks on
+// raw loopback sockets. The HTTP API is driven by the openai package in tests/py/test_serve.py.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
+#include "serve/access.h"
 #include "serve/api_error.h"
+#include "serve/guarded_http.h"
 #include "serve/metrics.h"
 #include "serve/reply_stream.h"
 #include "serve/request.h"
@@ -243,6 +251,137 @@ TEST(SlotPool, SavedSequencesKeepWhatASlotWouldLose) {
   EXPECT_EQ(serve({30, 31, 32}), 0);  // the saved set is full: a, the least recently used, goes
   EXPECT_EQ(serve(a), 0);
   EXPECT_EQ(serve({20, 21, 22, 23, 24}), 4);  // c's turn is still saved
+}
+
+TEST(SlotPool, TheLongestPrefixAcrossSlotAndSavedWins) {
+  EngineOptions o;
+  o.target_dir = (kPair / "target").string();
+  o.context = 64;
+  o.threads = 1;
+  Engine engine(o);
+  SlotPool pool(engine, 1, 2);
+  const auto far = SlotPool::Clock::now() + std::chrono::seconds(5);
+  const auto serve = [&](const std::vector<int32_t>& prompt, const std::vector<int32_t>& reply) {
+    auto l = pool.Acquire(prompt, far, std::chrono::milliseconds(10), {});
+    const int reused = engine.ReusablePrefix(l->slot().seq, prompt);
+    l->slot().seq.tokens = prompt;  // as if it had served `prompt` and answered `reply`
+    l->slot().seq.tokens.insert(l->slot().seq.tokens.end(), reply.begin(), reply.end());
+    return reused;
+  };
+  const std::vector<int32_t> a = {5, 6, 7, 8, 9}, b = {10, 11, 12, 13}, c = {20, 21, 22, 23, 24};
+  serve(a, {40, 41});
+  serve(b, {42});
+  serve(c, {43, 44});  // the saved set is full: a and b
+  // Regenerating the last request keeps the slot's sequence: the whole prompt but the last token.
+  EXPECT_EQ(serve(c, {45, 46}), 4);
+  // Forking inside the last reply reuses the prompt and the reply up to the fork.
+  EXPECT_EQ(serve({20, 21, 22, 23, 24, 45, 99}, {}), 6);
+  // The saved sequences were not touched by either.
+  EXPECT_EQ(serve(a, {}), 4);
+  EXPECT_EQ(serve(b, {}), 3);
+}
+
+// A GuardedHttpServer on a free loopback port that answers GET /health, serving until destroyed.
+class HealthServer {
+ public:
+  explicit HealthServer(const ConnectionLimits& limits) : http_(limits) {
+    http_.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
+    port_ = http_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { http_.listen_after_bind(); });
+  }
+  ~HealthServer() {
+    http_.stop();
+    thread_.join();
+  }
+
+  // A connected client socket that has sent `bytes`.
+  int Open(const std::string& bytes) const {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port_));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    return fd;
+  }
+
+ private:
+  GuardedHttpServer http_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+// What the server sends on `fd` until it closes the connection (or `limit` passes).
+std::string ReadUntilClosed(int fd, std::chrono::milliseconds limit) {
+  std::string out;
+  const auto until = std::chrono::steady_clock::now() + limit;
+  char buf[4096];
+  while (std::chrono::steady_clock::now() < until) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 50) <= 0) continue;
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, n);
+  }
+  return out;
+}
+
+const std::string kHealth = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+
+TEST(GuardedHttp, ARequestThatTricklesIsCutOffAtItsDeadline) {
+  HealthServer server(ConnectionLimits{8, 1.0});
+  const int fd = server.Open("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+  const auto start = std::chrono::steady_clock::now();
+  bool closed = false;
+  // One header line every 200 ms: each read is quick, the request never ends.
+  while (!closed && std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) {
+    closed = ::send(fd, "X-Slow: 1\r\n", 11, MSG_NOSIGNAL) < 0 || !ReadUntilClosed(fd, std::chrono::milliseconds(200)).empty();
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ::close(fd);
+  EXPECT_TRUE(closed);
+  EXPECT_GT(s, 0.8);
+  EXPECT_LT(s, 2.5);
+}
+
+TEST(GuardedHttp, ConnectionsOverTheLimitAreRefusedAndHealthStillAnswers) {
+  HealthServer server(ConnectionLimits{3, 30});
+  const int slow1 = server.Open("GET /health HTTP/1.1\r\n"), slow2 = server.Open("GET /health HTTP/1.1\r\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const int third = server.Open(kHealth);
+  EXPECT_NE(ReadUntilClosed(third, std::chrono::seconds(2)).find("\r\n\r\nok"), std::string::npos);
+  ::close(third);
+  const int held = server.Open("GET /health HTTP/1.1\r\n");  // the limit is reached
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const int over = server.Open(kHealth);
+  const std::string refused = ReadUntilClosed(over, std::chrono::seconds(2));
+  EXPECT_EQ(refused.rfind("HTTP/1.1 503", 0), 0u) << refused;
+  EXPECT_NE(refused.find("too_many_connections"), std::string::npos);
+  for (int fd : {slow1, slow2, held, over}) ::close(fd);
+  std::string answer;
+  for (int tries = 0; tries < 20 && answer.find("\r\n\r\nok") == std::string::npos; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const int fd = server.Open(kHealth);
+    answer = ReadUntilClosed(fd, std::chrono::seconds(2));
+    ::close(fd);
+  }
+  EXPECT_NE(answer.find("\r\n\r\nok"), std::string::npos) << answer;
+}
+
+TEST(Access, HostNamesAndKeys) {
+  EXPECT_EQ(HostName("LocalHost:8080"), "localhost");
+  EXPECT_EQ(HostName("[::1]:8080"), "::1");
+  EXPECT_EQ(HostName("example.com."), "example.com");
+  for (const char* h : {"localhost", "127.0.0.1:80", "127.9.9.9", "[::1]", "::1"}) EXPECT_TRUE(IsLoopbackName(h)) << h;
+  for (const char* h : {"localhost.evil.com", "128.0.0.1", "0.0.0.0", "evil.com:8080", "[::2]"}) {
+    EXPECT_FALSE(IsLoopbackName(h)) << h;
+  }
+  EXPECT_TRUE(ConstantTimeEquals("Bearer k", "Bearer k"));
+  EXPECT_FALSE(ConstantTimeEquals("Bearer k", "Bearer j"));
+  EXPECT_FALSE(ConstantTimeEquals("Bearer k", "Bearer kk"));
+  EXPECT_FALSE(ConstantTimeEquals("", "x"));
+  EXPECT_TRUE(ConstantTimeEquals("", ""));
 }
 
 TEST(Metrics, CountsAcceptancePerDraftPosition) {

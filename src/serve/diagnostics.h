@@ -1,6 +1,7 @@
-// --diagnostics DIR: one JSON line per generation request in DIR/requests.jsonl (usage and
-// timing fields, TTFT, wall time, finish reason, cache hit, peak memory) and DIR/summary.json,
-// rewritten after every request, with totals and means over the run.
+// --diagnostics DIR: each server run writes into a folder of its own, DIR/YYYYMMDD-HHMMSS-PID:
+// requests.jsonl, one JSON line per generation request (usage and timing fields, TTFT, wall
+// time, finish reason, cache hit, the speculation counters, peak memory), and summary.json,
+// rewritten after every request, with the run's configuration, totals and means.
 #pragma once
 
 #include <fstream>
@@ -12,8 +13,11 @@ namespace dflash::serve {
 
 class Diagnostics {
  public:
-  explicit Diagnostics(const std::string& dir);  // creates DIR; throws Error when it cannot
+  // Creates the run's folder under `dir`; throws Error when it cannot. `config`: the settings
+  // of the run (model pair, block size, quantisations, ...), copied into summary.json.
+  Diagnostics(const std::string& dir, const nlohmann::ordered_json& config);
   void Write(const nlohmann::ordered_json& record);
+  const std::string& dir() const { return dir_; }
 
  private:
   std::mutex mu_;

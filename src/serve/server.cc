@@ -4,15 +4,21 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <random>
 
+#include "core/dtype.h"
+#include "serve/access.h"
 #include "serve/api_error.h"
 #include "serve/diagnostics.h"
+#include "serve/guarded_http.h"
+#include "serve/json_text.h"
 #include "serve/metrics.h"
 #include "serve/openai_format.h"
 #include "serve/reply_stream.h"
 #include "serve/request.h"
 #include "serve/slot_pool.h"
+#include "spec/policy.h"
 #include "text/chat_prompt.h"
 
 namespace dflash::serve {
@@ -27,7 +33,7 @@ double MsBetween(Clock::time_point a, Clock::time_point b) {
 
 void SendJson(httplib::Response& res, int status, const OJson& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  res.set_content(DumpJson(body), "application/json");
 }
 
 // Where a generation's output goes: a stream writes each delta, a plain response collects
@@ -82,8 +88,12 @@ std::string ForcedToolPrefix(const ChatRequest& r, const OutputFormat& f) {
 struct Server::Impl {
   Impl(Engine& e, const text::Tokenizer& t, std::optional<ChatTemplate> tmpl, const GenerateOptions& d,
        const ServerOptions& o)
-      : engine(e), tok(t), chat_template(std::move(tmpl)), defaults(d), opt(o), slots(e, o.parallel, o.saved_sequences) {
-    if (!opt.diagnostics_dir.empty()) diagnostics.emplace(opt.diagnostics_dir);
+      : engine(e), tok(t), chat_template(std::move(tmpl)), defaults(d), opt(o), access{o.host, o.api_key},
+        slots(e, o.parallel, o.saved_sequences), http(ConnectionLimits{o.max_connections, o.request_timeout_s}) {
+    if (!opt.diagnostics_dir.empty()) {
+      diagnostics.emplace(opt.diagnostics_dir, RunConfig());
+      std::fprintf(stderr, "dflash serve: diagnostics in %s\n", diagnostics->dir().c_str());
+    }
   }
 
   Engine& engine;
@@ -91,23 +101,27 @@ struct Server::Impl {
   std::optional<ChatTemplate> chat_template;
   GenerateOptions defaults;
   ServerOptions opt;
+  AccessPolicy access;
   SlotPool slots;
   Metrics metrics;
   std::optional<Diagnostics> diagnostics;
-  httplib::Server http;
+  GuardedHttpServer http;
   std::atomic<uint64_t> next_id{1};
   std::random_device entropy;
   std::mutex entropy_mu;
 
-  using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
-  Handler Route(const std::string& endpoint, bool auth, Handler h);
-  void CheckAuth(const httplib::Request& req) const;
+  using Handler = std::function<void(const httplib::Request&, const std::string& body, httplib::Response&)>;
+  void Handle(const std::string& endpoint, bool auth, const httplib::Request& req, httplib::Response& res,
+              const httplib::ContentReader* body, const Handler& h);
+  void Get(const std::string& path, const std::string& endpoint, bool auth, Handler h);
+  void Post(const std::string& path, const std::string& endpoint, Handler h);
   std::string ResponseModel(const std::string& requested) const;
+  OJson RunConfig() const;
   void Setup();
 
   Job NewJob(const GenerationRequest& r, const char* object, const char* id_prefix);
-  Job ChatJob(const httplib::Request& req);
-  Job CompletionJob(const httplib::Request& req);
+  Job ChatJob(const std::string& body);
+  Job CompletionJob(const std::string& body);
   void Serve(Job job, httplib::Response& res);
   Outcome Run(Job& job, Slot* slot, Emitter& out);
   GenerateResult RunScript(const Job& job, const GenerateHooks& hooks);
@@ -115,29 +129,37 @@ struct Server::Impl {
   OJson FinalResponse(const Job& job, const Outcome& o) const;
 };
 
-Server::Impl::Handler Server::Impl::Route(const std::string& endpoint, bool auth, Handler h) {
-  return [this, endpoint, auth, h](const httplib::Request& req, httplib::Response& res) {
-    try {
-      if (auth) CheckAuth(req);
-      h(req, res);
-    } catch (const ApiError& e) {
-      SendJson(res, e.status(), e.Body());
-    } catch (const Error& e) {
-      // dflash::Error from request content: a template that refuses the conversation,
-      // text that is not UTF-8, a token id outside the vocabulary.
-      SendJson(res, 400, BadRequest(e.what()).Body());
-    } catch (const std::exception& e) {
-      SendJson(res, 500, ApiError(500, "server_error", e.what()).Body());
-    }
-    metrics.CountRequest(endpoint, res.status);
-  };
+// The checks come before the body is read: a refused request costs no memory (or time) for a
+// body it may never finish sending.
+void Server::Impl::Handle(const std::string& endpoint, bool auth, const httplib::Request& req, httplib::Response& res,
+                          const httplib::ContentReader* body, const Handler& h) {
+  try {
+    CheckHostAndOrigin(access, req);
+    if (auth) CheckApiKey(access, req);
+    h(req, body ? ReadBody(req, *body, opt.max_body_bytes) : std::string(), res);
+  } catch (const ApiError& e) {
+    SendJson(res, e.status(), e.Body());
+  } catch (const Error& e) {
+    // dflash::Error from request content: a template that refuses the conversation,
+    // text that is not UTF-8, a token id outside the vocabulary.
+    SendJson(res, 400, BadRequest(e.what()).Body());
+  } catch (const std::exception& e) {
+    SendJson(res, 500, ApiError(500, "server_error", e.what()).Body());
+  }
+  // A reply streamed by a content provider leaves the status unset; httplib then sends 200.
+  metrics.CountRequest(endpoint, res.status == -1 ? 200 : res.status);
 }
 
-void Server::Impl::CheckAuth(const httplib::Request& req) const {
-  if (opt.api_key.empty()) return;
-  const std::string h = req.get_header_value("Authorization");
-  if (h.empty()) throw ApiError(401, "authentication_error", "missing API key (Authorization: Bearer KEY)", "", "invalid_api_key");
-  if (h != "Bearer " + opt.api_key) throw ApiError(401, "authentication_error", "invalid API key", "", "invalid_api_key");
+void Server::Impl::Get(const std::string& path, const std::string& endpoint, bool auth, Handler h) {
+  http.Get(path, [this, endpoint, auth, h](const httplib::Request& req, httplib::Response& res) {
+    Handle(endpoint, auth, req, res, nullptr, h);
+  });
+}
+
+void Server::Impl::Post(const std::string& path, const std::string& endpoint, Handler h) {
+  http.Post(path, [this, endpoint, h](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& body) {
+    Handle(endpoint, true, req, res, &body, h);
+  });
 }
 
 std::string Server::Impl::ResponseModel(const std::string& requested) const {
@@ -149,6 +171,27 @@ std::string Server::Impl::ResponseModel(const std::string& requested) const {
     }
   }
   return requested.empty() ? opt.alias : requested;
+}
+
+// What a run's numbers depend on, for diagnostics/summary.json.
+OJson Server::Impl::RunConfig() const {
+  const EngineOptions& e = engine.options();
+  const auto quant = [](const std::optional<DType>& q) { return q ? OJson(std::string(DTypeName(*q))) : OJson("as stored"); };
+  return {{"target", e.target_dir},
+          {"draft", e.draft_dir},
+          {"block_size", defaults.block_size},
+          {"spec_policy", std::string(SpecPolicyName(defaults.policy))},
+          {"draft_window", e.draft_window},
+          {"draft_sink", e.draft_sink},
+          {"target_quant", quant(e.target_quant)},
+          {"draft_quant", quant(e.draft_quant)},
+          {"kv_type", std::string(DTypeName(e.kv_type))},
+          {"bf16_activations", e.bf16_activations},
+          {"context", e.context},
+          {"prefill_chunk", e.prefill_chunk},
+          {"threads", e.threads},
+          {"slots", opt.parallel},
+          {"saved_sequences", opt.saved_sequences}};
 }
 
 Job Server::Impl::NewJob(const GenerationRequest& r, const char* object, const char* id_prefix) {
@@ -191,8 +234,8 @@ Job Server::Impl::NewJob(const GenerationRequest& r, const char* object, const c
   return job;
 }
 
-Job Server::Impl::ChatJob(const httplib::Request& req) {
-  const ChatRequest r = ParseChatRequest(ParseBody(req.body));
+Job Server::Impl::ChatJob(const std::string& body) {
+  const ChatRequest r = ParseChatRequest(ParseBody(body));
   Job job = NewJob(r, "chat.completion", "chatcmpl-");
   if (!chat_template) {
     throw BadRequest("this model has no chat template: use /v1/completions, or start the server with --chat-template FILE");
@@ -215,8 +258,8 @@ Job Server::Impl::ChatJob(const httplib::Request& req) {
   return job;
 }
 
-Job Server::Impl::CompletionJob(const httplib::Request& req) {
-  const CompletionRequest r = ParseCompletionRequest(ParseBody(req.body));
+Job Server::Impl::CompletionJob(const std::string& body) {
+  const CompletionRequest r = ParseCompletionRequest(ParseBody(body));
   Job job = NewJob(r, "text_completion", "cmpl-");
   if (r.prompt_text) {
     if (tok.add_bos() && tok.bos_id() >= 0) job.prompt.push_back(tok.bos_id());
@@ -337,6 +380,15 @@ void Server::Impl::Record(const Job& job, const Outcome& o) {
   d["wall_ms"] = o.wall_ms;
   d["usage"] = UsageJson(o.result.stats);
   d["timings"] = TimingsJson(o.result.stats, o.mode);
+  const GenerateStats& s = o.result.stats;
+  d["spec"] = {{"cycles", s.cycles},
+               {"verified_rows", s.verified_rows},
+               {"verified_rows_per_cycle", s.cycles > 0 ? static_cast<double>(s.verified_rows) / s.cycles : 0.0},
+               {"plain_steps", s.plain_steps},
+               {"fallbacks", s.fallbacks},
+               {"probes", s.probes},
+               {"draft_ms", s.draft_ms},
+               {"verify_ms", s.verify_ms}};
   d["peak_rss_mib"] = PeakRssMiB();
   diagnostics->Write(d);
 }
@@ -385,7 +437,7 @@ class SseEmitter final : public Emitter {
   SseEmitter(httplib::DataSink& sink, const Job& job, int heartbeat_ms)
       : sink_(sink), job_(job), heartbeat_ms_(heartbeat_ms) {}
 
-  bool Event(const OJson& j) { return Write("data: " + j.dump() + "\n\n"); }
+  bool Event(const OJson& j) { return Write("data: " + DumpJson(j) + "\n\n"); }
   bool Done() { return Write("data: [DONE]\n\n"); }
   bool Delta(const OutputDelta& d) override {
     if (job_.chat) return Event(ChatDeltaChunk(job_.header, d));
@@ -444,7 +496,7 @@ void Server::Impl::Serve(Job job, httplib::Response& res) {
         lease.reset();
         body = ApiError(500, "server_error", e.what()).Body();
       }
-      const std::string s = body.dump();
+      const std::string s = DumpJson(body);
       sink.write(s.data(), s.size());
       sink.done();
       return true;
@@ -508,28 +560,29 @@ void Server::Impl::Serve(Job job, httplib::Response& res) {
 }
 
 void Server::Impl::Setup() {
+  // Bodies are read by the routes (ReadBody, which also bounds chunked ones); this bounds what
+  // httplib would read itself.
   http.set_payload_max_length(opt.max_body_bytes);
-  const int threads = std::max(8, 4 * opt.parallel);
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  // Errors httplib answers itself (unknown route, oversized body, malformed HTTP), in OpenAI's format.
+  // Errors httplib answers itself (unknown route, unknown method, malformed HTTP), in OpenAI's format.
   http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     std::string message = "HTTP " + std::to_string(res.status);
     std::string type = "invalid_request_error";
     if (res.status == 404) message = "unknown endpoint: " + req.method + " " + req.path;
+    if (res.status == 405) message = "method " + req.method + " is not allowed (GET and POST are)";
     if (res.status == 413) message = "the request body is over " + std::to_string(opt.max_body_bytes) + " bytes";
     if (res.status >= 500) type = "server_error";
-    res.set_content(ApiError(res.status, type, message).Body().dump(), "application/json");
+    res.set_content(DumpJson(ApiError(res.status, type, message).Body()), "application/json");
     return httplib::Server::HandlerResponse::Handled;
   }));
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     SendJson(res, 500, ApiError(500, "server_error", "internal error").Body());
   });
 
-  http.Get("/health", Route("health", false, [](const httplib::Request&, httplib::Response& res) {
+  Get("/health", "health", false, [](const httplib::Request&, const std::string&, httplib::Response& res) {
     SendJson(res, 200, {{"status", "ok"}});
-  }));
-  http.Get("/v1/models", Route("models", true, [this](const httplib::Request&, httplib::Response& res) {
+  });
+  Get("/v1/models", "models", true, [this](const httplib::Request&, const std::string&, httplib::Response& res) {
     OJson m = {{"id", opt.alias}, {"object", "model"}, {"created", 0}, {"owned_by", "dflash"}};
     m["meta"] = {{"n_ctx", engine.options().context},
                  {"n_vocab", engine.target_config().decoder.vocab_size},
@@ -537,36 +590,36 @@ void Server::Impl::Setup() {
                  {"slots", slots.size()},
                  {"saved_sequences", slots.saved()}};
     SendJson(res, 200, {{"object", "list"}, {"data", OJson::array({m})}});
-  }));
-  http.Get("/metrics", Route("metrics", true, [this](const httplib::Request&, httplib::Response& res) {
+  });
+  Get("/metrics", "metrics", true, [this](const httplib::Request&, const std::string&, httplib::Response& res) {
     res.set_content(metrics.Render(slots.size(), slots.busy(), slots.queued()), "text/plain; version=0.0.4");
-  }));
-  http.Post("/v1/chat/completions", Route("chat", true, [this](const httplib::Request& req, httplib::Response& res) {
-    Serve(ChatJob(req), res);
-  }));
-  http.Post("/v1/completions", Route("completions", true, [this](const httplib::Request& req, httplib::Response& res) {
-    Serve(CompletionJob(req), res);
-  }));
-  http.Post("/apply-template", Route("apply-template", true, [this](const httplib::Request& req, httplib::Response& res) {
-    const ChatRequest r = ParseChatRequest(ParseBody(req.body));
+  });
+  Post("/v1/chat/completions", "chat", [this](const httplib::Request&, const std::string& body, httplib::Response& res) {
+    Serve(ChatJob(body), res);
+  });
+  Post("/v1/completions", "completions", [this](const httplib::Request&, const std::string& body, httplib::Response& res) {
+    Serve(CompletionJob(body), res);
+  });
+  Post("/apply-template", "apply-template", [this](const httplib::Request&, const std::string& body, httplib::Response& res) {
+    const ChatRequest r = ParseChatRequest(ParseBody(body));
     if (!chat_template) throw BadRequest("this model has no chat template");
     const bool use_tools = !r.tools.is_null() && r.tool_choice != ToolChoice::kNone;
     SendJson(res, 200, {{"prompt", chat_template->Render(r.messages, use_tools ? r.tools : OJson(), true, r.chat_template_kwargs)}});
-  }));
-  http.Post("/tokenize", Route("tokenize", true, [this](const httplib::Request& req, httplib::Response& res) {
-    const OJson body = ParseBody(req.body);
+  });
+  Post("/tokenize", "tokenize", [this](const httplib::Request&, const std::string& text, httplib::Response& res) {
+    const OJson body = ParseBody(text);
     const auto content = body.find("content");
     if (content == body.end() || !content->is_string()) throw BadRequest("'content' must be a string", "content");
     const auto special = body.find("add_special");
     if (special != body.end() && !special->is_boolean()) throw BadRequest("'add_special' must be a boolean", "add_special");
     std::vector<int32_t> ids;
     if (special != body.end() && special->get<bool>() && tok.bos_id() >= 0 && tok.add_bos()) ids.push_back(tok.bos_id());
-    const std::vector<int32_t> text = tok.Encode(content->get<std::string>());
-    ids.insert(ids.end(), text.begin(), text.end());
+    const std::vector<int32_t> encoded = tok.Encode(content->get<std::string>());
+    ids.insert(ids.end(), encoded.begin(), encoded.end());
     SendJson(res, 200, {{"tokens", ids}});
-  }));
-  http.Post("/detokenize", Route("detokenize", true, [this](const httplib::Request& req, httplib::Response& res) {
-    const OJson body = ParseBody(req.body);
+  });
+  Post("/detokenize", "detokenize", [this](const httplib::Request&, const std::string& text, httplib::Response& res) {
+    const OJson body = ParseBody(text);
     const auto tokens = body.find("tokens");
     if (tokens == body.end() || !tokens->is_array()) throw BadRequest("'tokens' must be an array of token ids", "tokens");
     std::vector<int32_t> ids;
@@ -577,7 +630,9 @@ void Server::Impl::Setup() {
       ids.push_back(t.get<int32_t>());
     }
     SendJson(res, 200, {{"content", tok.Decode(ids)}});
-  }));
+  });
+  // Any other POST: refused before its body is read (httplib would read it whole first).
+  http.Post(".*", [](const httplib::Request&, httplib::Response& res, const httplib::ContentReader&) { res.status = 404; });
 }
 
 Server::Server(Engine& engine, const text::Tokenizer& tokenizer, std::optional<ChatTemplate> chat_template,

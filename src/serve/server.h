@@ -6,6 +6,8 @@
 // step on the one model pair, so several requests progress at once. A client that goes away
 // cancels its generation: streams notice at the next write, non-streamed requests through
 // whitespace heartbeats (valid JSON padding) written while they run.
+// Hostile clients: see GuardedHttpServer (slow requests, connection limit) and access.h (Host,
+// Origin and API key checks, all made before a body is read; bodies bounded by --max-body).
 #pragma once
 
 #include <cstddef>
@@ -29,7 +31,9 @@ struct ServerOptions {
   bool strict_model = false;       // reject requests naming another model
   std::string diagnostics_dir;     // empty: none
   double timeout_s = 600;          // per request: queueing and generation
-  size_t max_body_bytes = 8u << 20;
+  size_t max_body_bytes = 8u << 20;  // chunked and compressed bodies included
+  int max_connections = 64;        // served at once; more are answered 503 (see GuardedHttpServer)
+  double request_timeout_s = 30;   // a request's line, headers and body must arrive within this
   int heartbeat_ms = 2000;         // silence after which a keep-alive is written
   std::optional<uint64_t> seed;    // for requests without one (nullopt: random)
   // Test double: requests may carry "dflash_scripted_output": TEXT, which is then emitted as

@@ -42,22 +42,28 @@ Slot* SlotPool::PickIdle(std::span<const int32_t> prompt) {
 
 void SlotPool::SwapWithSaved(Slot& slot, std::span<const int32_t> prompt) {
   if (saved_.empty()) return;
-  const int reuse = engine_.ReusablePrefix(slot.seq, prompt);
-  Slot* best = &saved_[0];
-  int best_reuse = -1;
+  const int in_slot = engine_.ReusablePrefix(slot.seq, prompt);
+  Slot* best = nullptr;
+  int best_reuse = in_slot;  // a saved sequence must beat the slot's own to be swapped in
+  Slot* oldest = &saved_[0];
   for (Slot& s : saved_) {
     const int r = engine_.ReusablePrefix(s.seq, prompt);
     if (r > best_reuse) {
       best = &s;
       best_reuse = r;
     }
+    if (s.last_used < oldest->last_used) oldest = &s;
   }
-  if (best_reuse <= reuse) {
-    if (static_cast<int>(slot.seq.tokens.size()) <= reuse) return;  // nothing would be lost
-    best = &saved_[0];  // keep the slot's sequence in place of the least recently used one
-    for (Slot& s : saved_) {
-      if (s.last_used < best->last_used) best = &s;
-    }
+  if (!best) {
+    // The slot's sequence serves this request best, and the request overwrites what follows the
+    // shared prefix. Saving the whole sequence instead of the least recently used one keeps
+    // those tokens but costs the request the reuse the slot had over that one: it is saved only
+    // when it keeps more than it costs (a new conversation: yes; a regenerated or forked reply,
+    // whose prompt is most of the sequence: no).
+    const int kept = static_cast<int>(slot.seq.tokens.size()) - in_slot;
+    const int cost = in_slot - engine_.ReusablePrefix(oldest->seq, prompt);
+    if (kept <= cost) return;
+    best = oldest;
   }
   std::swap(slot.seq, best->seq);
   best->last_used = ++clock_;

@@ -3,11 +3,14 @@
 // idle slot whose tokens share the longest prefix with its prompt (agents resend the whole
 // conversation every turn), and among equals the least recently used one.
 //
-// Saved sequences (--cache-ram) extend that cache: when a request would overwrite a slot's
-// sequence, the sequence is swapped into the saved set instead (evicting the least recently
-// used saved one, whose storage the slot then reuses), and a request that shares more with a
-// saved sequence than with any idle slot has it swapped into its slot. Swaps exchange buffers:
-// nothing is copied.
+// Saved sequences (--cache-ram) extend that cache. The longest reusable prefix among the
+// slot's sequence and the saved ones wins: a saved sequence that shares more with the request
+// is swapped into the slot (the slot's sequence takes its place in the saved set). When the
+// slot's own sequence wins but the request would overwrite part of it, it is swapped into the
+// saved set in place of the least recently used saved one, whose storage the slot then reuses,
+// only if that keeps more tokens than the request loses (a new conversation is saved; a
+// regenerated or forked reply keeps its prefix in the slot).
+// Swaps exchange buffers: nothing is copied.
 #pragma once
 
 #include <chrono>

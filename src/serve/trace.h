@@ -23,11 +23,13 @@ struct RecorderOptions {
   std::string host = "127.0.0.1";
   int port = 8081;
   std::string out_dir;
-  std::string api_key;           // forwarded when the client sends none
+  std::string api_key;           // clients must send it (Bearer): it is not added for them
 };
 
 // A proxy that forwards every request to `upstream` unchanged (streams pass through as they
-// arrive) and writes each exchange into out_dir. Blocks until the process is stopped.
+// arrive) and writes each exchange into out_dir. Blocks until the process is stopped. It
+// refuses what `dflash serve` refuses (access.h: Host, Origin, API key; slow or oversized
+// requests), so that it opens no door the server closes.
 void RunRecorder(const RecorderOptions& options);
 
 struct ReplayRow {

@@ -15,6 +15,10 @@
 #include <thread>
 
 #include "core/error.h"
+#include "serve/access.h"
+#include "serve/api_error.h"
+#include "serve/guarded_http.h"
+#include "serve/json_text.h"
 #include "serve/trace.h"
 
 namespace dflash::serve {
@@ -69,11 +73,14 @@ void WriteExchange(const std::string& dir, int index, OJson record) {
   // never leaves, an empty or partial NNNNNN.json (replay ignores the .tmp name).
   std::filesystem::path partial = path;
   partial += ".tmp";
+  const std::string text = DumpJson(record, 1) + "\n";
   {
     std::ofstream out(partial);
-    out << record.dump(1) << "\n";
+    out << text;
     if (!out) {
       std::fprintf(stderr, "trace record: cannot write %s\n", partial.string().c_str());
+      std::error_code ignored;
+      std::filesystem::remove(partial, ignored);
       return;
     }
   }
@@ -82,24 +89,40 @@ void WriteExchange(const std::string& dir, int index, OJson record) {
   if (error) std::fprintf(stderr, "trace record: cannot rename %s: %s\n", partial.string().c_str(), error.message().c_str());
 }
 
+// The largest request body the proxy takes (agents' conversations, not uploads).
+constexpr size_t kMaxBody = 64u << 20;
+
 class Recorder {
  public:
-  explicit Recorder(const RecorderOptions& options) : options_(options) {}
+  explicit Recorder(const RecorderOptions& options) : options_(options), access_{options.host, options.api_key} {}
 
-  void Handle(const httplib::Request& req, httplib::Response& res) {
+  // Refused requests (not local, no key, too large) are answered here, neither forwarded nor recorded.
+  void Handle(const httplib::Request& req, const httplib::ContentReader* reader, httplib::Response& res) {
+    try {
+      CheckHostAndOrigin(access_, req);
+      CheckApiKey(access_, req);
+      Forward(req, reader ? ReadBody(req, *reader, kMaxBody) : std::string(), res);
+    } catch (const ApiError& e) {
+      res.status = e.status();
+      res.set_content(DumpJson(e.Body()), "application/json");
+    }
+  }
+
+ private:
+  void Forward(const httplib::Request& req, std::string request_body, httplib::Response& res) {
     const int index = next_index_.fetch_add(1) + 1;
     const Clock::time_point t0 = Clock::now();
     std::call_once(first_, [&] { first_request_ = t0; });
     OJson record = {{"index", index}, {"method", req.method}, {"path", req.path},
                     {"offset_ms", std::chrono::duration<double, std::milli>(t0 - first_request_).count()}};
     bool stream = false;
-    if (!req.body.empty()) {
+    if (!request_body.empty()) {
       try {
-        OJson body = OJson::parse(req.body);
+        OJson body = OJson::parse(request_body);
         stream = body.is_object() && body.value("stream", false) == true;
         record["request"] = std::move(body);
       } catch (const nlohmann::json::exception&) {
-        record["request_text"] = req.body;
+        record["request_text"] = request_body;  // written with invalid UTF-8 replaced (DumpJson)
       }
     }
     record["stream"] = stream;
@@ -108,14 +131,12 @@ class Recorder {
     httplib::Request up;
     up.method = req.method;
     up.path = req.target.empty() ? req.path : req.target;
-    up.body = req.body;
+    up.body = std::move(request_body);
+    // With --api-key the client has sent that key (CheckApiKey): it goes upstream as sent.
     for (const char* h : {"Authorization", "Content-Type", "Accept", "User-Agent"}) {
       if (req.has_header(h)) up.set_header(h, req.get_header_value(h));
     }
-    if (!req.has_header("Authorization") && !options_.api_key.empty()) {
-      up.set_header("Authorization", "Bearer " + options_.api_key);
-    }
-    std::thread(&Recorder::Forward, this, std::move(up), pipe, std::move(record), index, t0).detach();
+    std::thread(&Recorder::Relay, this, std::move(up), pipe, std::move(record), index, t0).detach();
 
     std::unique_lock lock(pipe->mu);
     pipe->cv.wait(lock, [&] { return pipe->headers || pipe->done; });
@@ -141,8 +162,28 @@ class Recorder {
     });
   }
 
- private:
-  void Forward(httplib::Request up, std::shared_ptr<Pipe> pipe, OJson record, int index, Clock::time_point t0) {
+  // Runs on a detached thread, so nothing may escape it: a failure ends the client's answer
+  // (a 502 if nothing was sent yet) and is reported, the exchange is not written.
+  void Relay(httplib::Request up, std::shared_ptr<Pipe> pipe, OJson record, int index, Clock::time_point t0) {
+    try {
+      Exchange(std::move(up), pipe, std::move(record), index, t0);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "trace record: request %d: %s\n", index, e.what());
+      Fail502(*pipe, std::string("trace proxy: ") + e.what());
+    }
+  }
+
+  static void Fail502(Pipe& pipe, const std::string& message) {
+    std::lock_guard lock(pipe.mu);
+    if (!pipe.headers) {
+      pipe.status = 502;
+      pipe.chunks.push_back(DumpJson(OJson{{"error", {{"message", message}, {"type", "upstream_error"}}}}));
+    }
+    pipe.done = true;
+    pipe.cv.notify_all();
+  }
+
+  void Exchange(httplib::Request up, std::shared_ptr<Pipe> pipe, OJson record, int index, Clock::time_point t0) {
     EventLog events(t0);
     std::string body;
     up.response_handler = [&](const httplib::Response& r) {
@@ -165,13 +206,9 @@ class Recorder {
     client.set_read_timeout(3600, 0);
     client.set_write_timeout(600, 0);
     const httplib::Result result = client.send(up);
+    if (!result) Fail502(*pipe, "trace proxy: upstream " + options_.upstream + ": " + httplib::to_string(result.error()));
     {
       std::lock_guard lock(pipe->mu);
-      if (!result && !pipe->headers) {
-        const std::string message = "trace proxy: upstream " + options_.upstream + ": " + httplib::to_string(result.error());
-        pipe->status = 502;
-        pipe->chunks.push_back(OJson{{"error", {{"message", message}, {"type", "upstream_error"}}}}.dump());
-      }
       record["status"] = pipe->status;
       if (pipe->client_gone) record["client_disconnected"] = true;
       pipe->done = true;
@@ -191,6 +228,7 @@ class Recorder {
   }
 
   RecorderOptions options_;
+  AccessPolicy access_;
   std::atomic<int> next_index_{0};
   std::once_flag first_;
   Clock::time_point first_request_;
@@ -202,12 +240,13 @@ void RunRecorder(const RecorderOptions& options) {
   if (options.upstream.rfind("http://", 0) != 0) Fail("trace record: --upstream must be http://HOST:PORT, got '", options.upstream, "'");
   std::filesystem::create_directories(options.out_dir);
   Recorder recorder(options);
-  httplib::Server server;
+  GuardedHttpServer server(ConnectionLimits{64, 600});
   server.set_read_timeout(600, 0);
-  server.set_payload_max_length(64u << 20);
-  auto handle = [&](const httplib::Request& req, httplib::Response& res) { recorder.Handle(req, res); };
-  server.Get(".*", handle);
-  server.Post(".*", handle);
+  server.set_payload_max_length(kMaxBody);
+  server.Get(".*", [&](const httplib::Request& req, httplib::Response& res) { recorder.Handle(req, nullptr, res); });
+  server.Post(".*", [&](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& body) {
+    recorder.Handle(req, &body, res);
+  });
   if (!server.bind_to_port(options.host, options.port)) {
     Fail("trace record: cannot listen on ", options.host, ":", options.port);
   }

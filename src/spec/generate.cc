@@ -270,6 +270,7 @@ GenerateResult Decoder::Run(std::span<const int32_t> prompt) {
   }
   st.decode_ms = MsSince(decode_start);
   st.fallbacks = policy.fallbacks();
+  st.probes = policy.probes();
   st.completion_tokens = static_cast<int>(result_.tokens.size());
   return std::move(result_);
 }

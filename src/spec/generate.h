@@ -34,6 +34,7 @@ struct GenerateStats {
   int accepted = 0;         // drafted tokens accepted
   int plain_steps = 0;      // decode steps run plainly although a draft was given (policy)
   int fallbacks = 0;        // times the adaptive policy switched from DFlash to plain
+  int probes = 0;           // cycles the adaptive policy ran to test DFlash again after a fallback
   std::vector<int> accept_hist;  // [k] = cycles that committed k tokens (k = a + 1)
   double prefill_ms = 0, ttft_ms = 0, decode_ms = 0, draft_ms = 0, verify_ms = 0;
 

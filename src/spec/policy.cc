@@ -96,6 +96,7 @@ void SpeculationController::OnCycle(double draft_ms, double verify_ms, int rows,
   ++cycles_since_step_;
   const bool probe = fresh_;
   fresh_ = false;
+  probes_ += probe;
   const double blended_draft = BlendTime(draft_ms_, draft_ms);
   draft_ms_ = probe ? ProbeUpdate(draft_ms_, draft_ms, blended_draft) : blended_draft;
   if (step_ms_ > 0) {

@@ -38,6 +38,7 @@ class SpeculationController {
   void OnCycle(double draft_ms, double verify_ms, int rows, int accepted);
 
   int fallbacks() const { return fallbacks_; }
+  int probes() const { return probes_; }
   // The expected tokens a cycle verifying `rows` rows commits, from the acceptance estimates.
   double ExpectedTokens(int rows) const;
 
@@ -74,6 +75,7 @@ class SpeculationController {
   bool probing_ = false;   // speculating again after a back-off, not yet seen winning
   bool fresh_ = false;     // the next cycle is a probe: a faster time replaces the averages
   int fallbacks_ = 0;
+  int probes_ = 0;
 };
 
 }  // namespace dflash

@@ -262,11 +262,12 @@ def test_metrics_and_diagnostics(server):
                  'dflash_spec_position_accepted_total{position="1"}'):
         assert name in text, name
     assert server.metric("dflash_spec_drafted_tokens_total") > 0
-    lines = (server.diag / "requests.jsonl").read_text().splitlines()
+    run, = [p for p in server.diag.iterdir() if p.is_dir()]  # one folder per server run
+    lines = (run / "requests.jsonl").read_text().splitlines()
     rec = json.loads(lines[-1])
     for k in ("ttft_ms", "wall_ms", "finish_reason", "cache_hit", "peak_rss_mib", "usage", "timings"):
         assert k in rec, k
-    summary = json.loads((server.diag / "summary.json").read_text())
+    summary = json.loads((run / "summary.json").read_text())
     assert summary["requests"] == len(lines)
 
 
