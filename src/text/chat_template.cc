@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "text/jinja/value.h"
 
 namespace dflash {
 
@@ -144,6 +145,11 @@ std::string ChatTemplate::RenderWith(const jinja::Template& t, const OJson& mess
   }
   if (!tools.is_null() && !tools.is_array()) Fail(origin_, ": tools must be null or a JSON array, got ", tools.type_name());
   if (!kwargs.is_object()) Fail(origin_, ": template kwargs must be a JSON object, got ", kwargs.type_name());
+  // Before the copies below, which recurse once per level of nesting: request bodies are
+  // untrusted, and a few KiB of brackets would otherwise overflow the stack.
+  jinja::CheckJsonDepth(messages, origin_ + ": messages");
+  jinja::CheckJsonDepth(tools, origin_ + ": tools");
+  jinja::CheckJsonDepth(kwargs, origin_ + ": template kwargs");
   // The variables transformers passes: messages, tools, documents, add_generation_prompt, the
   // special tokens, then the caller's kwargs (which may override special tokens only).
   OJson vars = OJson::object();

@@ -50,6 +50,7 @@ struct Expr {
   bool negated = false;            // kTest: "is not"
   FilterFn filter = nullptr;       // kFilter, resolved at parse time
   TestFn test = nullptr;           // kTest, resolved at parse time
+  int height = 1;                  // levels of this tree, itself included; the parser bounds it
 };
 
 // An assignment target: x, (a, b), or ns.attr.

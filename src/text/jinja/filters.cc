@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "text/jinja/builtins.h"
+#include "text/jinja/limits.h"
 #include "text/jinja/py_json.h"
 #include "text/jinja/py_string.h"
 
@@ -16,6 +17,13 @@ namespace dflash::jinja {
 namespace {
 
 Value Str(std::string s) { return Value::String(std::move(s)); }
+
+// `width` spaces (none when negative), as Python's ' ' * width; refused past kMaxTextBytes.
+std::string Spaces(int64_t width, const char* what) {
+  const uint64_t n = width > 0 ? static_cast<uint64_t>(width) : 0;
+  CheckRepetition(1, n, kMaxTextBytes, what);
+  return std::string(n, ' ');
+}
 
 // soft_str: str(value), but a Markup string stays Markup.
 Value SoftStr(const Value& v) { return v.is_string() ? v : Str(ToStr(v)); }
@@ -119,6 +127,7 @@ Value FBatch(const Value& in, const CallArgs& args) {
   auto a = BindArgs(args, "filter 'batch'", {{"linecount", std::nullopt}, {"fill_with", Value::None()}});
   const int64_t n = RequireInt(a[0], "batch linecount");
   if (n <= 0) Fail("filter 'batch': linecount must be positive");
+  CheckRepetition(1, static_cast<uint64_t>(n), kMaxListItems, "filter 'batch' linecount");
   List out, row;
   for (const Value& item : Iterate(in)) {
     if (static_cast<int64_t>(row.size()) == n) out.push_back(Value::MakeList(std::exchange(row, {})));
@@ -221,16 +230,15 @@ Value FIndent(const Value& in, const CallArgs& args) {
   if (in.is_undefined()) FailUndefined(in);
   if (!in.is_string()) Fail("filter 'indent' needs a string, not ", in.TypeName());
   if (in.safe()) Fail("filter 'indent' on a safe (Markup) string is not supported");
-  const std::string indention = a[0].is_string() ? a[0].str() : std::string(std::max<int64_t>(0, RequireInt(a[0], "indent width")), ' ');
+  const std::string indention = a[0].is_string() ? a[0].str() : Spaces(RequireInt(a[0], "indent width"), "indent width");
   const std::vector<std::string> lines = py::SplitLines(in.str() + "\n", false);
-  std::string out;
-  if (Truthy(a[2])) {
-    for (size_t i = 0; i < lines.size(); ++i) out += (i ? "\n" + indention : "") + lines[i];
-  } else {
-    out = lines.empty() ? "" : lines[0];
-    for (size_t i = 1; i < lines.size(); ++i) out += std::string("\n") + (lines[i].empty() ? "" : indention + lines[i]);
+  const bool blank = Truthy(a[2]);
+  std::string out = Truthy(a[1]) ? indention : "";
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (i) out += '\n';
+    if (i && (blank || !lines[i].empty())) AppendText(out, indention);
+    AppendText(out, lines[i]);
   }
-  if (Truthy(a[1])) out = indention + out;
   return Str(out);
 }
 
@@ -268,7 +276,10 @@ Value FJoin(const Value& in, const CallArgs& args) {
   const std::string sep = ToStr(a[0]);
   std::string out;
   const List items = Iterate(in);
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + ToStr(get(items[i]));
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) AppendText(out, sep);
+    AppendText(out, ToStr(get(items[i])));
+  }
   return Str(out);
 }
 
@@ -474,7 +485,7 @@ Value FToJson(const Value& in, const CallArgs& args) {
   JsonDumpOptions o;
   o.ensure_ascii = Truthy(a[0]);
   if (a[1].is_string()) o.indent = a[1].str();
-  else if (!a[1].is_none()) o.indent = std::string(std::max<int64_t>(0, RequireInt(a[1], "tojson indent")), ' ');
+  else if (!a[1].is_none()) o.indent = Spaces(RequireInt(a[1], "tojson indent"), "tojson indent");
   if (!a[2].is_none()) {
     if (!a[2].is_sequence_like() || a[2].items().size() != 2) Fail("filter 'tojson': separators must be a pair of strings");
     o.item_separator = RequireString(a[2].items()[0], "tojson item separator");

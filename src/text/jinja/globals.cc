@@ -35,8 +35,16 @@ Value Range(const CallArgs& args) {
   const __int128 abs_step = step > 0 ? step : -(__int128)step;
   const __int128 count = span <= 0 ? 0 : (span + abs_step - 1) / abs_step;
   if (count > kMaxRange) Fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (", kMaxRange, ").");
+  const int64_t n = static_cast<int64_t>(count);
   List out;
-  for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) out.push_back(Value::Int(start + i * step));
+  out.reserve(n);
+  int64_t v = start;
+  for (int64_t i = 0; i < n; ++i) {
+    out.push_back(Value::Int(v));
+    // Step to the next item, which lies between start and stop; start + i * step could
+    // overflow for a step near the int64 range.
+    if (i + 1 < n) v += step;
+  }
   return Value::MakeList(std::move(out));
 }
 

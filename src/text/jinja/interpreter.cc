@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "text/jinja/limits.h"
 #include "text/jinja/located_error.h"
 #include "text/jinja/objects.h"
 
@@ -77,6 +78,8 @@ class Interpreter {
 
   Value Eval(const Expr& e, const FramePtr& f) {
     try {
+      CountStep();
+      const Nesting nesting(this);
       return EvalImpl(e, f);
     } catch (const LocatedError&) {
       throw;
@@ -143,6 +146,8 @@ class Interpreter {
  private:
   Flow ExecLocated(const Stmt& s, const FramePtr& f, std::string& out) {
     try {
+      CountStep();
+      const Nesting nesting(this);
       return ExecStmt(s, f, out);
     } catch (const LocatedError&) {
       throw;
@@ -157,9 +162,9 @@ class Interpreter {
 
   Flow ExecStmt(const Stmt& s, const FramePtr& f, std::string& out) {
     switch (s.type) {
-      case Stmt::Type::kText: out += s.text; return Flow::kNormal;
+      case Stmt::Type::kText: AppendText(out, s.text); return Flow::kNormal;
       case Stmt::Type::kPrint:
-        for (const auto& e : s.exprs) out += ToStr(Eval(*e, f));
+        for (const auto& e : s.exprs) AppendText(out, ToStr(Eval(*e, f)));
         return Flow::kNormal;
       case Stmt::Type::kIf:
         for (const auto& [cond, body] : s.branches) {
@@ -184,18 +189,18 @@ class Interpreter {
         const Expr& call = *s.expr;
         CallArgs args = EvalArgs(call, f);
         args.keyword.emplace_back("caller", caller);
-        out += ToStr(CallValue(Eval(*call.args[0], f), args));
+        AppendText(out, ToStr(CallValue(Eval(*call.args[0], f), args)));
         return Flow::kNormal;
       }
       case Stmt::Type::kFilterBlock:
-        out += ToStr(ApplyFilterChain(*s.expr, Value::String(RenderScoped(s.body, f)), f));
+        AppendText(out, ToStr(ApplyFilterChain(*s.expr, Value::String(RenderScoped(s.body, f)), f)));
         return Flow::kNormal;
       case Stmt::Type::kWith: {
         auto inner = std::make_shared<Frame>(f);
         for (size_t i = 0; i < s.targets.size(); ++i) Assign(s.targets[i], Eval(*s.exprs[i], f), inner);
         return Exec(s.body, inner, out);
       }
-      case Stmt::Type::kScope: out += RenderScoped(s.body, f); return Flow::kNormal;
+      case Stmt::Type::kScope: AppendText(out, RenderScoped(s.body, f)); return Flow::kNormal;
       case Stmt::Type::kBreak: return Flow::kBreak;
       case Stmt::Type::kContinue: return Flow::kContinue;
     }
@@ -224,6 +229,7 @@ class Interpreter {
     if (items.empty()) return Exec(s.else_body, f, out);
     const auto shared = std::make_shared<const List>(std::move(items));
     for (size_t i = 0; i < shared->size(); ++i) {
+      CountStep();  // an empty body costs nothing else, and loops nest
       auto iteration = std::make_shared<Frame>(f);
       Assign(s.target, (*shared)[i], iteration);
       iteration->Set("loop", Value::MakeObject(std::make_shared<LoopObject>(shared, i, 1)));
@@ -364,7 +370,7 @@ class Interpreter {
       }
       case Expr::Type::kConcat: {
         std::string s;
-        for (const auto& a : e.args) s += ToStr(Eval(*a, f));
+        for (const auto& a : e.args) AppendText(s, ToStr(Eval(*a, f)));
         return Value::String(std::move(s));
       }
       case Expr::Type::kCompare: {
@@ -404,7 +410,30 @@ class Interpreter {
     return !Contains(b, a);  // notin
   }
 
-  int depth_ = 0;
+  // The render budget of text/jinja/limits.h: every statement, expression and loop iteration
+  // is a step; statements and expressions open at once are the nesting.
+  void CountStep() {
+    if (++steps_ > kMaxRenderSteps) {
+      Fail("template render stopped after ", kMaxRenderSteps, " steps (statements, expressions and loop iterations)");
+    }
+  }
+  class Nesting {
+   public:
+    explicit Nesting(Interpreter* in) : in_(in) {
+      if (in_->nesting_ >= kMaxRenderDepth) Fail("template render nested more than ", kMaxRenderDepth, " levels deep");
+      ++in_->nesting_;
+    }
+    ~Nesting() { --in_->nesting_; }
+    Nesting(const Nesting&) = delete;
+    Nesting& operator=(const Nesting&) = delete;
+
+   private:
+    Interpreter* in_;
+  };
+
+  int depth_ = 0;  // macro calls
+  int nesting_ = 0;
+  int64_t steps_ = 0;
   std::vector<FramePtr> macro_scopes_;
 };
 

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "text/jinja/builtins.h"
+#include "text/jinja/limits.h"
 #include "text/jinja/py_string.h"
 
 namespace dflash::jinja {
@@ -42,8 +43,10 @@ std::string Pad(const std::string& s, int64_t width, const std::string& fill, ch
   if (width <= len) return s;
   if (py::Length(fill) != 1) Fail("the fill character must be exactly one character long");
   const int64_t marg = width - len;
-  int64_t left = align == '<' ? 0 : align == '>' ? marg : marg / 2 + (marg & width & 1);
+  CheckRepetition(fill.size(), static_cast<uint64_t>(marg), kMaxTextBytes - s.size(), "padding (bytes)");
+  const int64_t left = align == '<' ? 0 : align == '>' ? marg : marg / 2 + (marg & width & 1);
   std::string out;
+  out.reserve(s.size() + fill.size() * marg);
   for (int64_t i = 0; i < left; ++i) out += fill;
   out += s;
   for (int64_t i = 0; i < marg - left; ++i) out += fill;
@@ -89,7 +92,7 @@ std::string StrFormat(const std::string& fmt, const CallArgs& args) {
         }
         if (!v) Fail("str.format(): no argument named '", field, "'");
       }
-      out += ToStr(*v);
+      AppendText(out, ToStr(*v));
       i = close;
     } else if (c == '}') {
       Fail("str.format(): single '}' encountered in format string");
@@ -148,7 +151,7 @@ Value StringMethod(const Value& self, const std::string& name, const CallArgs& a
     if (from.empty()) {
       const std::u32string cps = py::Decode(s);
       for (size_t i = 0; i <= cps.size(); ++i) {
-        if (count-- > 0) out += to;
+        if (count-- > 0) AppendText(out, to);
         if (i < cps.size()) py::AppendUtf8(out, cps[i]);
       }
       return Value::String(out);
@@ -156,7 +159,7 @@ Value StringMethod(const Value& self, const std::string& name, const CallArgs& a
     size_t pos = 0;
     for (size_t hit; count > 0 && (hit = s.find(from, pos)) != std::string::npos; --count) {
       out.append(s, pos, hit - pos);
-      out += to;
+      AppendText(out, to);
       pos = hit + from.size();
     }
     out.append(s, pos, std::string::npos);
@@ -186,8 +189,8 @@ Value StringMethod(const Value& self, const std::string& name, const CallArgs& a
     const List items = Iterate(a[0]);
     for (size_t i = 0; i < items.size(); ++i) {
       if (!items[i].is_string()) Fail("str.join(): sequence item ", i, ": expected str instance, ", items[i].TypeName(), " found");
-      if (i) out += s;
-      out += items[i].str();
+      if (i) AppendText(out, s);
+      AppendText(out, items[i].str());
     }
     return Value::String(out);
   }
@@ -218,6 +221,7 @@ Value StringMethod(const Value& self, const std::string& name, const CallArgs& a
     const int64_t width = RequireInt(a[0], what + " width");
     const int64_t len = static_cast<int64_t>(py::Length(s));
     if (width <= len) return str(s);
+    CheckRepetition(1, static_cast<uint64_t>(width - len), kMaxTextBytes - s.size(), "zfill padding (bytes)");
     const bool sign = !s.empty() && (s[0] == '+' || s[0] == '-');
     return str((sign ? s.substr(0, 1) : "") + std::string(width - len, '0') + (sign ? s.substr(1) : s));
   }

@@ -10,7 +10,12 @@ Value Namespace::GetAttr(const std::string& name) const {
   return Value::Undefined("'Namespace' object has no attribute '" + name + "'");
 }
 
-void Namespace::SetAttr(const std::string& name, Value v) { attrs_.Set(Value::String(name), std::move(v)); }
+void Namespace::SetAttr(const std::string& name, Value v) {
+  if (v.holds_mutable()) {
+    Fail("cannot store a namespace in namespace attribute '", name, "' (a namespace that could hold itself is not supported)");
+  }
+  attrs_.Set(Value::String(name), std::move(v));
+}
 
 std::string Namespace::Repr() const { return "<Namespace " + jinja::Repr(Value::MakeDict(attrs_)) + ">"; }
 

@@ -14,6 +14,7 @@ namespace dflash::jinja {
 class Namespace : public Object {
  public:
   std::string TypeName() const override { return "Namespace"; }
+  bool is_mutable() const override { return true; }
   Value GetAttr(const std::string& name) const override;
   void SetAttr(const std::string& name, Value v) override;
   std::string Repr() const override;  // <Namespace {'a': 1}>

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "text/jinja/builtins.h"
+#include "text/jinja/limits.h"
 #include "text/jinja/py_string.h"
 
 namespace dflash::jinja {
@@ -27,15 +28,27 @@ constexpr auto kAdd = [](int64_t a, int64_t b, int64_t* r) { return __builtin_ad
 constexpr auto kSub = [](int64_t a, int64_t b, int64_t* r) { return __builtin_sub_overflow(a, b, r); };
 constexpr auto kMul = [](int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b, r); };
 
+// seq * n. The size is checked before anything is built: '' * 10**18 must not spin 10**18
+// times, and a product of two large operands must not overflow past the check.
 Value Repeat(const Value& seq, int64_t n) {
-  if (n > 0 && Length(seq) * n > 10'000'000) Fail("sequence repetition too large");
+  const uint64_t count = n > 0 ? static_cast<uint64_t>(n) : 0;
   if (seq.is_string()) {
+    const std::string& unit = seq.str();
+    CheckRepetition(unit.size(), count, kMaxTextBytes, "string repetition (bytes)");
     std::string out;
-    for (int64_t i = 0; i < n; ++i) out += seq.str();
-    return Value::String(out, seq.safe());
+    if (!unit.empty()) {
+      out.reserve(unit.size() * count);
+      for (uint64_t i = 0; i < count; ++i) out += unit;
+    }
+    return Value::String(std::move(out), seq.safe());
   }
+  const List& unit = seq.items();
+  CheckRepetition(unit.size(), count, kMaxListItems, "list repetition (items)");
   List out;
-  for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.items().begin(), seq.items().end());
+  if (!unit.empty()) {
+    out.reserve(unit.size() * count);
+    for (uint64_t i = 0; i < count; ++i) out.insert(out.end(), unit.begin(), unit.end());
+  }
   return seq.is_tuple() ? Value::MakeTuple(std::move(out)) : Value::MakeList(std::move(out));
 }
 
@@ -241,7 +254,7 @@ std::string PercentFormat(const std::string& format, const Value& args) {
       const size_t width = digits.empty() ? 0 : std::stoul(digits);
       const size_t len = py::Length(text);
       const std::string pad = width > len ? std::string(width - len, ' ') : "";
-      out += left ? text + pad : pad + text;
+      AppendText(out, left ? text + pad : pad + text);
     } else if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X' || conv == 'o') {
       if (!arg->is_number()) Fail("'%' format: %", std::string(1, conv), " format requires a number, not ", arg->TypeName());
       const long long v = arg->is_float() ? static_cast<long long>(std::trunc(arg->as_float())) : arg->as_int();

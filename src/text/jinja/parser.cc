@@ -9,7 +9,9 @@ namespace dflash::jinja {
 
 namespace {
 
-constexpr int kMaxNesting = 200;  // expression/statement depth; deeper input is rejected, not a stack overflow
+// Expression/statement depth and the height of one expression's tree; deeper input is rejected,
+// not a stack overflow (parsing, evaluating and destroying a tree all recurse once per level).
+constexpr int kMaxNesting = 200;
 
 std::string Describe(const Token& t) {
   switch (t.type) {
@@ -92,6 +94,21 @@ class Parser {
     ~DepthGuard() { --p->depth_; }
     Parser* p;
   };
+
+  // Sets the height of a finished node from its children. Chains such as a.b.c... or
+  // a + b + c... grow a tree in a loop, without deepening the parser's recursion, so the tree is
+  // measured as it is built.
+  ExprPtr Sealed(ExprPtr e) {
+    auto take = [&e](const ExprPtr& child) {
+      if (child) e->height = std::max(e->height, child->height + 1);
+    };
+    for (const ExprPtr& a : e->args) take(a);
+    for (const auto& [key, v] : e->kwargs) take(v);
+    take(e->star_args);
+    take(e->star_kwargs);
+    if (e->height > kMaxNesting) FailAt(e->line, "expression nested too deeply (more than ", kMaxNesting, " levels)");
+    return e;
+  }
 
   // ---- statements ----
 
@@ -337,6 +354,7 @@ class Parser {
   }
 
   Target ParseTargetItem(bool with_namespace) {
+    DepthGuard guard(this);
     const int line = Cur().line;
     if (SkipOp("(")) {
       Target inner = ParseTarget(false, "");
@@ -382,7 +400,7 @@ class Parser {
     }
     ExprPtr e = MakeExpr(Expr::Type::kTuple, line);
     e->args = std::move(items);
-    return e;
+    return Sealed(std::move(e));
   }
 
   ExprPtr ParseExpression(bool with_condexpr) { return with_condexpr ? ParseCondExpr() : ParseOr(); }
@@ -398,7 +416,7 @@ class Parser {
       e->args.push_back(std::move(expr));
       e->args.push_back(std::move(cond));
       e->args.push_back(std::move(otherwise));
-      expr = std::move(e);
+      expr = Sealed(std::move(e));
     }
     return expr;
   }
@@ -408,7 +426,7 @@ class Parser {
     e->name = std::move(op);
     e->args.push_back(std::move(a));
     e->args.push_back(std::move(b));
-    return e;
+    return Sealed(std::move(e));
   }
 
   ExprPtr ParseOr() {
@@ -435,7 +453,7 @@ class Parser {
       const int line = Next().line;
       ExprPtr e = MakeExpr(Expr::Type::kNot, line);
       e->args.push_back(ParseNot());
-      return e;
+      return Sealed(std::move(e));
     }
     return ParseCompare();
   }
@@ -466,7 +484,7 @@ class Parser {
       e->ops.push_back(op);
       e->args.push_back(ParseMath1());
     }
-    return e ? std::move(e) : std::move(first);
+    return e ? Sealed(std::move(e)) : std::move(first);
   }
 
   ExprPtr ParseMath1() {
@@ -485,7 +503,7 @@ class Parser {
     ExprPtr e = MakeExpr(Expr::Type::kConcat, line);
     e->args.push_back(std::move(first));
     while (SkipOp("~")) e->args.push_back(ParseMath2());
-    return e;
+    return Sealed(std::move(e));
   }
 
   ExprPtr ParseMath2() {
@@ -513,9 +531,11 @@ class Parser {
     if (SkipOp("-")) {
       node = MakeExpr(Expr::Type::kNeg, line);
       node->args.push_back(ParseUnary(false));
+      node = Sealed(std::move(node));
     } else if (SkipOp("+")) {
       node = MakeExpr(Expr::Type::kPos, line);
       node->args.push_back(ParseUnary(false));
+      node = Sealed(std::move(node));
     } else {
       node = ParsePrimary();
     }
@@ -560,7 +580,7 @@ class Parser {
         e->args.push_back(ParseExpression(true));
       }
       ExpectOp("]");
-      return e;
+      return Sealed(std::move(e));
     }
     if (SkipOp("{")) {
       ExprPtr e = MakeExpr(Expr::Type::kDict, line);
@@ -572,7 +592,7 @@ class Parser {
         e->args.push_back(ParseExpression(true));
       }
       ExpectOp("}");
-      return e;
+      return Sealed(std::move(e));
     }
     FailAt(line, "unexpected ", Describe(t));
   }
@@ -603,14 +623,14 @@ class Parser {
         ExprPtr e = MakeExpr(Expr::Type::kGetAttr, t.line);
         e->name = attr.text;
         e->args.push_back(std::move(node));
-        return e;
+        return Sealed(std::move(e));
       }
       if (attr.type == Tok::kInteger) {
         Next();
         ExprPtr e = MakeExpr(Expr::Type::kGetItem, t.line);
         e->args.push_back(std::move(node));
         e->args.push_back(Literal(Value::Int(attr.int_value), t.line));
-        return e;
+        return Sealed(std::move(e));
       }
       FailAt(attr.line, "expected a name or number after '.', got ", Describe(attr));
     }
@@ -628,15 +648,16 @@ class Parser {
     } else {
       key = MakeExpr(Expr::Type::kTuple, t.line);
       key->args = std::move(subs);
+      key = Sealed(std::move(key));
     }
     if (key->type == Expr::Type::kSlice) {
       key->args[0] = std::move(node);
-      return key;
+      return Sealed(std::move(key));
     }
     ExprPtr e = MakeExpr(Expr::Type::kGetItem, t.line);
     e->args.push_back(std::move(node));
     e->args.push_back(std::move(key));
-    return e;
+    return Sealed(std::move(e));
   }
 
   // One subscript: an expression or a slice start:stop:step. A slice comes back as kSlice
@@ -655,7 +676,7 @@ class Parser {
     ExprPtr step;
     if (SkipOp(":") && !IsOp("]") && !IsOp(",")) step = ParseExpression(true);
     e->args.push_back(std::move(step));
-    return e;
+    return Sealed(std::move(e));
   }
 
   // (a, b, key=c, *args, **kwargs) into e->args (after any args already there) and e->kwargs.
@@ -693,7 +714,7 @@ class Parser {
     ExprPtr e = MakeExpr(Expr::Type::kCall, Cur().line);
     e->args.push_back(std::move(callee));
     ParseCallArgs(e.get());
-    return e;
+    return Sealed(std::move(e));
   }
 
   std::string ParseDottedName() {
@@ -721,7 +742,7 @@ class Parser {
       }
       e->args.push_back(std::move(node));
       if (IsOp("(")) ParseCallArgs(e.get());
-      node = std::move(e);
+      node = Sealed(std::move(e));
     }
     return node;
   }
@@ -747,7 +768,7 @@ class Parser {
       // One argument without parentheses: `x is divisibleby 3`, `x is sameas false`.
       e->args.push_back(ParsePostfix(ParsePrimary()));
     }
-    return e;
+    return Sealed(std::move(e));
   }
 
   const std::vector<Token>& t_;

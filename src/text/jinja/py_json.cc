@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "text/jinja/limits.h"
 #include "text/jinja/py_string.h"
 
 namespace dflash::jinja {
@@ -69,7 +70,10 @@ class Dumper {
   }
 
   void Dump(const Value& v, int depth) {
-    if (depth > 512) Fail("tojson: value nested too deeply");
+    if (depth > kMaxValueDepth) Fail("tojson: value nested too deeply");
+    // Each value appends at most one escaped string past this check, so a list holding one big
+    // string a million times stops here instead of filling memory.
+    if (out_.size() > kMaxTextBytes) Fail("tojson: output would grow past ", kMaxTextBytes >> 20, " MiB");
     switch (v.kind()) {
       case Value::Kind::kNone: out_ += "null"; return;
       case Value::Kind::kBool: out_ += v.as_bool() ? "true" : "false"; return;
@@ -126,7 +130,7 @@ class Dumper {
   void Newline(int depth) {
     if (!o_.indent) return;
     out_ += '\n';
-    for (int i = 0; i < depth; ++i) out_ += *o_.indent;
+    for (int i = 0; i < depth; ++i) AppendText(out_, *o_.indent);
   }
 
   const JsonDumpOptions& o_;

@@ -30,7 +30,9 @@ Template& Template::operator=(Template&&) noexcept = default;
 std::string Template::Render(const nlohmann::ordered_json& variables, const RenderOptions& options) const {
   if (!variables.is_object()) Fail(name_, ": template variables must be a JSON object, got ", variables.type_name());
   std::vector<std::pair<std::string, Value>> vars;
-  for (const auto& [key, value] : variables.items()) vars.emplace_back(key, Value::FromJson(value));
+  for (const auto& [key, value] : variables.items()) {
+    vars.emplace_back(key, Value::FromJson(value, name_ + ": template variable '" + key + "'"));
+  }
   try {
     return jinja::Render(program_->body, vars, GlobalOptions{options.now});
   } catch (const LocatedError& e) {

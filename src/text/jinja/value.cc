@@ -1,6 +1,9 @@
 #include "text/jinja/value.h"
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "text/jinja/limits.h"
 #include "text/jinja/py_string.h"
 
 namespace dflash::jinja {
@@ -54,6 +57,7 @@ Value Value::Float(double f) {
 }
 
 Value Value::String(std::string s, bool safe) {
+  if (s.size() > kMaxTextBytes) Fail("a string of ", s.size(), " bytes is over the limit of ", kMaxTextBytes >> 20, " MiB");
   Value v(Kind::kString);
   v.ptr_ = std::make_shared<const std::string>(std::move(s));
   v.safe_ = safe;
@@ -62,29 +66,56 @@ Value Value::String(std::string s, bool safe) {
 
 Value Value::MakeList(List items) {
   Value v(Kind::kList);
+  for (const Value& item : items) v.Hold(item);
+  v.Seal(items.size());
   v.ptr_ = std::make_shared<const List>(std::move(items));
   return v;
 }
 
 Value Value::MakeTuple(List items) {
   Value v(Kind::kTuple);
+  for (const Value& item : items) v.Hold(item);
+  v.Seal(items.size());
   v.ptr_ = std::make_shared<const List>(std::move(items));
   return v;
 }
 
 Value Value::MakeDict(Dict d) {
   Value v(Kind::kDict);
+  for (const auto& [key, item] : d.entries) {
+    v.Hold(key);
+    v.Hold(item);
+  }
+  v.Seal(d.entries.size());
   v.ptr_ = std::make_shared<const Dict>(std::move(d));
   return v;
 }
 
 Value Value::MakeObject(std::shared_ptr<Object> o) {
   Value v(Kind::kObject);
+  v.holds_mutable_ = o->is_mutable();
   v.ptr_ = std::move(o);
   return v;
 }
 
-Value Value::FromJson(const nlohmann::ordered_json& j) {
+void Value::Hold(const Value& item) {
+  depth_ = std::max<uint16_t>(depth_, item.depth_ + 1);
+  holds_mutable_ = holds_mutable_ || item.holds_mutable_;
+}
+
+void Value::Seal(size_t count) const {
+  if (count > kMaxListItems) Fail("a ", TypeName(), " of ", count, " items is over the limit of ", kMaxListItems);
+  if (depth_ > kMaxValueDepth) {
+    Fail("a ", TypeName(), " nested more than ", kMaxValueDepth, " levels deep (lists and dicts inside each other)");
+  }
+}
+
+Value Value::FromJson(const nlohmann::ordered_json& j, const std::string& what) {
+  CheckJsonDepth(j, what);
+  return FromCheckedJson(j);
+}
+
+Value Value::FromCheckedJson(const nlohmann::ordered_json& j) {
   using J = nlohmann::ordered_json;
   switch (j.type()) {
     case J::value_t::null: return None();
@@ -100,16 +131,29 @@ Value Value::FromJson(const nlohmann::ordered_json& j) {
     case J::value_t::array: {
       List items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(FromJson(e));
+      for (const auto& e : j) items.push_back(FromCheckedJson(e));
       return MakeList(std::move(items));
     }
     case J::value_t::object: {
       Dict d;
       d.entries.reserve(j.size());
-      for (const auto& [k, e] : j.items()) d.entries.emplace_back(String(k), FromJson(e));
+      for (const auto& [k, e] : j.items()) d.entries.emplace_back(String(k), FromCheckedJson(e));
       return MakeDict(std::move(d));
     }
     default: Fail("unsupported JSON value (", j.type_name(), ") in template input");
+  }
+}
+
+void CheckJsonDepth(const nlohmann::ordered_json& j, const std::string& what) {
+  // Depth-first with an explicit stack of (container, its depth): the input may be nested far
+  // deeper than a recursive walk could survive.
+  std::vector<std::pair<const nlohmann::ordered_json*, int>> pending{{&j, 1}};
+  while (!pending.empty()) {
+    const auto [node, depth] = pending.back();
+    pending.pop_back();
+    if (!node->is_structured()) continue;
+    if (depth > kMaxValueDepth) Fail(what, ": JSON nested more than ", kMaxValueDepth, " levels deep");
+    for (const auto& child : *node) pending.emplace_back(&child, depth + 1);
   }
 }
 
@@ -213,7 +257,10 @@ std::string Repr(const Value& v) {
       const bool tuple = v.is_tuple();
       std::string out = tuple ? "(" : "[";
       const List& items = v.items();
-      for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + Repr(items[i]);
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (i) out += ", ";
+        AppendText(out, Repr(items[i]));
+      }
       if (tuple && items.size() == 1) out += ",";
       return out + (tuple ? ")" : "]");
     }
@@ -221,7 +268,10 @@ std::string Repr(const Value& v) {
       std::string out = "{";
       bool first = true;
       for (const auto& [k, e] : v.dict().entries) {
-        out += (first ? "" : ", ") + Repr(k) + ": " + Repr(e);
+        if (!first) out += ", ";
+        AppendText(out, Repr(k));
+        out += ": ";
+        AppendText(out, Repr(e));
         first = false;
       }
       return out + "}";
@@ -300,8 +350,11 @@ List Iterate(const Value& v) {
       return keys;
     }
     case Value::Kind::kString: {
+      const std::u32string cps = py::Decode(v.str());
+      if (cps.size() > kMaxListItems) Fail("cannot iterate over a string of ", cps.size(), " characters (limit ", kMaxListItems, ")");
       List chars;
-      for (char32_t c : py::Decode(v.str())) {
+      chars.reserve(cps.size());
+      for (char32_t c : cps) {
         std::string s;
         py::AppendUtf8(s, c);
         chars.push_back(Value::String(std::move(s), v.safe()));

@@ -45,14 +45,16 @@ class Value {
   static Value Int(int64_t i);
   static Value Float(double f);
   // `safe` marks markupsafe.Markup (the `safe` filter): `+` then escapes the other operand.
+  // Strings, lists, tuples and dicts throw Error past the bounds of text/jinja/limits.h.
   static Value String(std::string s, bool safe = false);
   static Value MakeList(List items);
   static Value MakeTuple(List items);
   static Value MakeDict(Dict d);
   static Value MakeObject(std::shared_ptr<Object> o);
 
-  // JSON in (ordered, so tools keep their key order in tojson) and out.
-  static Value FromJson(const nlohmann::ordered_json& j);
+  // JSON in (ordered, so tools keep their key order in tojson). Throws Error naming `what`,
+  // before any recursion, when `j` nests deeper than kMaxValueDepth (see CheckJsonDepth).
+  static Value FromJson(const nlohmann::ordered_json& j, const std::string& what = "template input");
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
@@ -81,10 +83,23 @@ class Value {
 
   std::string TypeName() const;  // Python's type name: 'str', 'dict', 'NoneType', ...
 
+  // Levels of lists/tuples/dicts: 0 for anything else, 1 + the deepest item for a container.
+  int depth() const { return depth_; }
+  // Whether a mutable object (a namespace) is reachable through this value's items.
+  bool holds_mutable() const { return holds_mutable_; }
+
  private:
-  explicit Value(Kind k) : kind_(k) {}
+  explicit Value(Kind k) : kind_(k), depth_(k == Kind::kList || k == Kind::kTuple || k == Kind::kDict ? 1 : 0) {}
+  static Value FromCheckedJson(const nlohmann::ordered_json& j);
+  // Takes `item` into this container's depth and mutability; Seal() then enforces
+  // kMaxValueDepth and kMaxListItems on the finished container of `count` items.
+  void Hold(const Value& item);
+  void Seal(size_t count) const;
+
   Kind kind_;
   bool safe_ = false;
+  bool holds_mutable_ = false;
+  uint16_t depth_ = 0;  // at most kMaxValueDepth, checked whenever a container is made
   int64_t int_ = 0;
   double float_ = 0;
   std::variant<std::monostate, std::shared_ptr<const std::string>, std::shared_ptr<const List>,
@@ -100,6 +115,9 @@ class Object {
   virtual Value GetAttr(const std::string& name) const;  // undefined unless overridden
   virtual void SetAttr(const std::string& name, Value v);
   virtual bool callable() const { return false; }
+  // A mutable object (namespace()) may not be stored inside another, which keeps values
+  // acyclic: an object that could come to hold itself would make repr/==/tojson recurse forever.
+  virtual bool is_mutable() const { return false; }
   virtual Value Call(const CallArgs& args);
   virtual std::string Repr() const;  // what str() prints; throws where Python prints an address
 };
@@ -115,6 +133,11 @@ bool Less(const Value& a, const Value& b);
 // iter(v) materialised: list/tuple items, dict keys, string characters; undefined is empty.
 List Iterate(const Value& v);
 int64_t Length(const Value& v);  // len(v)
+
+// Throws Error naming `what` when `j` nests deeper than kMaxValueDepth. Walks without recursion,
+// so it is safe on any parsed JSON and can run before code that copies or converts it
+// recursively (nlohmann's copy, FromJson).
+void CheckJsonDepth(const nlohmann::ordered_json& j, const std::string& what);
 
 // Turns an undefined value into its error; every operation that Python would refuse on an
 // Undefined object calls this.
