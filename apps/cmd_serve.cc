@@ -38,7 +38,10 @@ int Serve(int argc, char** argv) {
   args.Option("--cache-ram", &cache_ram_mib, "MIB",
               "RAM for saved sequences beyond the slots (prefix cache, LRU; whole sequences of --ctx each)");
   args.Option("--timeout", &so.timeout_s, "SEC", "per-request limit on queueing plus generation (then finish_reason 'length')");
-  args.Option("--max-body", &max_body_mib, "MIB", "largest request body accepted");
+  args.Option("--max-body", &max_body_mib, "MIB", "largest request body accepted (chunked and compressed ones too)");
+  args.Option("--max-connections", &so.max_connections, "N", "connections served at once; more are answered 503");
+  args.Option("--request-timeout", &so.request_timeout_s, "SEC",
+              "a request's line, headers and body must arrive within this (slow clients are cut off)");
   args.Option("--tokenizer", &tokenizer_dir, "DIR", "tokenizer directory (default: the model directory)");
   args.Option("--chat-template", &template_file, "FILE", "chat template file instead of the model's own");
   args.Flag("--test-scripted-output", &scripted,

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from test_serve import BIN, USER, Server
+from test_serve import BIN, PAIR, USER, Server
 from test_trace import Upstream, free_port, wait_for_port
 
 KEY = "sekrit"
@@ -95,6 +95,26 @@ def test_slow_loris_clients_do_not_starve_health(keyed):
         stop.set()
         for s in socks:
             s.close()
+
+
+def test_connection_flags_are_checked_and_applied():
+    bad = subprocess.run([BIN, "serve", "-m", str(PAIR / "target"), "--port", "0", "--max-connections", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "--max-connections" in bad.stderr
+    s = Server("--ctx", "256", "--max-connections", "2", "--request-timeout", "1")
+    try:
+        slow = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(2)]
+        for c in slow:
+            c.sendall(b"GET /health HTTP/1.1\r\n")
+        time.sleep(0.2)
+        status, body = send_raw(s.port, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert status == 503 and json.loads(body)["error"]["code"] == "too_many_connections"
+        time.sleep(1.5)  # past --request-timeout: the slow ones are cut off, /health answers again
+        assert s.raw("GET", "/health")[0] == 200
+        for c in slow:
+            c.close()
+    finally:
+        s.stop()
 
 
 def test_chunked_body_over_max_body_is_refused_without_buffering(keyed):
