@@ -24,11 +24,11 @@ struct Range {
   int64_t lo, hi;
 };
 
-// Reads integers as int64 so that 2^32 + 64 is an error, not 64.
 int CheckRange(const JsonObject& o, const std::string& key, int64_t v, Range r) {
   if (v < r.lo || v > r.hi) Fail(o.where(), ": field '", key, "' = ", v, " is outside [", r.lo, ", ", r.hi, "]");
   return static_cast<int>(v);
 }
+// Integers are read as int64 and then bounded, so that 2^32 + 64 is an error, not 64.
 int ReadInt(const JsonObject& o, const std::string& key, Range r) {
   return CheckRange(o, key, o.Get<int64_t>(key), r);
 }

@@ -1,6 +1,7 @@
 // Row dequantisation: embedding lookups and the reference every quantised kernel is tested
 // against. Runs once per token per table, so plain scalar code is fast enough. Block formats
 // follow ops/quant_blocks.h, with the gguf package's order of float operations.
+#include <cstring>
 #include <vector>
 
 #include "core/error.h"
@@ -69,16 +70,17 @@ void DequantizeRow(const WeightRef& w, int64_t row, float* out) {
     case DType::kF32:
       __builtin_memcpy(out, p, static_cast<size_t>(w.cols) * sizeof(float));
       return;
-    case DType::kBF16: {
-      const auto* h = reinterpret_cast<const uint16_t*>(p);
-      for (int64_t i = 0; i < w.cols; ++i) out[i] = BF16ToF32(h[i]);
+    // Rows may start at any byte (MLX writes safetensors headers unpadded): copy, do not cast.
+    case DType::kBF16:
+      for (int64_t i = 0; i < w.cols; ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        out[i] = BF16ToF32(h);
+      }
       return;
-    }
-    case DType::kF16: {
-      const auto* h = reinterpret_cast<const uint16_t*>(p);
-      for (int64_t i = 0; i < w.cols; ++i) out[i] = F16ToF32(h[i]);
+    case DType::kF16:
+      for (int64_t i = 0; i < w.cols; ++i) out[i] = LoadF16(p + 2 * i);
       return;
-    }
     default:
       if (mlx::IsMlxAffine(w.dtype)) return DequantizeMlxAffineRow(w, row, out);
       break;
