@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "serve/request.h"
 #include "text/chat_template.h"
 #include "text/jinja/template.h"
 #include "text/jinja/value.h"
@@ -83,6 +84,30 @@ TEST(TemplateLimits, DeeplyNestedRequestJsonIsAnErrorNamingTheField) {
     } catch (const Error& e) {
       EXPECT_MENTIONS(std::string(e.what()), "nested more than 512");
     }
+  }
+}
+
+// The server's request parsing copies messages, tools and kwargs before any template sees them;
+// 100,000 levels (a 200 KB body, under the 8 MiB limit) overflowed the stack there. The Error
+// is what the server's routes answer with 400.
+TEST(TemplateLimits, DeeplyNestedRequestBodyIsAnErrorBeforeItIsCopied) {
+  const std::string deep = NestedArrayText(100'000);
+  const std::string user = R"({"role": "user", "content": "hi"})";
+  try {
+    serve::ParseChatRequest(serve::ParseBody(R"({"messages": [)" + user + R"(], "chat_template_kwargs": {"x": )" + deep + "}}"));
+    ADD_FAILURE() << "a 100,000-deep body was accepted";
+  } catch (const Error& e) {
+    EXPECT_MENTIONS(std::string(e.what()), "the request body: JSON nested more than 512 levels deep");
+  }
+  // Tool-call arguments arrive as a JSON string, parsed (and then copied) on their own.
+  const std::string escaped = Repeated(R"({\"a\":)", 100'000) + "{}" + std::string(100'000, '}');
+  const std::string call = R"({"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": ")" +
+                           escaped + R"("}}]})";
+  try {
+    serve::ParseChatRequest(serve::ParseBody(R"({"messages": [)" + user + ", " + call + "]}"));
+    ADD_FAILURE() << "100,000-deep tool-call arguments were accepted";
+  } catch (const Error& e) {
+    EXPECT_MENTIONS(std::string(e.what()), "'messages[1].tool_calls[0].function.arguments': JSON nested more than 512");
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "serve/api_error.h"
+#include "text/jinja/value.h"
 
 namespace dflash::serve {
 
@@ -197,6 +198,7 @@ OJson ParseToolCalls(const OJson& calls, const std::string& where) {
       if (parsed.is_discarded() || !parsed.is_object()) {
         throw BadRequest("'" + at + ".function.arguments' must be a JSON object encoded as a string", at + ".function.arguments");
       }
+      jinja::CheckJsonDepth(parsed, "'" + at + ".function.arguments'");  // before the copy below
       call["function"]["arguments"] = parsed;
     } else if (args && !args->is_object()) {
       f.Wrong("arguments", "a JSON string or an object");
@@ -297,6 +299,8 @@ OJson ParseBody(const std::string& body) {
   OJson j = OJson::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) throw BadRequest("the request body is not valid JSON");
   if (!j.is_object()) throw BadRequest(std::string("the request body must be a JSON object, got ") + j.type_name());
+  // Before anything copies it: copies recurse once per level, and 100k levels fit in 200 KB.
+  jinja::CheckJsonDepth(j, "the request body");
   return j;
 }
 
