@@ -4,7 +4,7 @@
 #include <map>
 
 #include "core/error.h"
-#include "io/gguf.h"
+#include "model/load.h"
 
 namespace dflash::app {
 
@@ -42,26 +42,30 @@ nlohmann::ordered_json GgufSpecialTokens(const text::Tokenizer& tok) {
   return special;
 }
 
+bool HasTokenizer(const ModelSource& source) {
+  if (source.gguf_metadata) return source.gguf_metadata->contains("tokenizer.ggml.tokens");
+  return std::filesystem::exists(source.path + "/tokenizer.json");
+}
+
+text::Tokenizer TokenizerOf(const ModelSource& source) {
+  if (source.gguf_metadata) return text::Tokenizer::FromGguf(*source.gguf_metadata, source.path);
+  return text::Tokenizer::Load(source.path);
+}
+
 std::optional<text::Tokenizer> ModelTokenizer(const std::string& model) {
-  if (IsGgufPath(model)) {
-    const GgufModel gguf = LoadGguf(model);
-    if (!gguf.metadata.contains("tokenizer.ggml.tokens")) return std::nullopt;
-    return text::Tokenizer::FromGguf(gguf.metadata, model);
-  }
-  if (std::filesystem::exists(model + "/tokenizer.json")) return text::Tokenizer::Load(model);
-  return std::nullopt;
+  const ModelSource source = OpenModelSource(model);
+  if (!HasTokenizer(source)) return std::nullopt;
+  return TokenizerOf(source);
 }
 
 }  // namespace
 
-text::Tokenizer OpenTokenizer(const std::string& path) {
-  if (IsGgufPath(path)) return text::Tokenizer::FromGguf(LoadGguf(path).metadata, path);
-  return text::Tokenizer::Load(path);
-}
+text::Tokenizer OpenTokenizer(const std::string& path) { return TokenizerOf(OpenModelSource(path)); }
 
 ChatTemplate OpenChatTemplate(const std::string& path, const text::Tokenizer& tok) {
-  if (!IsGgufPath(path)) return ChatTemplate::FromDirectory(path);
-  const std::map<std::string, std::string> sources = GgufTemplates(LoadGguf(path).metadata, path);
+  const ModelSource source = OpenModelSource(path);
+  if (!source.gguf_metadata) return ChatTemplate::FromDirectory(path);
+  const std::map<std::string, std::string> sources = GgufTemplates(*source.gguf_metadata, path);
   if (sources.empty()) Fail(path, ": no ", kTemplateKey, " in the GGUF metadata (give --tokenizer DIR with one)");
   return ChatTemplate(sources, GgufSpecialTokens(tok), path + " (" + std::string(kTemplateKey) + ")");
 }

@@ -13,6 +13,7 @@
 #include "draft/dflash_draft.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
+#include "model/gguf_config.h"
 #include "spec/engine.h"
 #include "spec/sampler.h"
 #include "text/gguf_vocab.h"

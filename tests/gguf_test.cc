@@ -10,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "io/gguf.h"
 #include "io/quantize_store.h"
+#include "model/gguf_config.h"
 #include "model/qwen3.h"
 #include "ops/ops.h"
 

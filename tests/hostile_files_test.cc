@@ -24,6 +24,7 @@
 #include "io/mlx_quantized.h"
 #include "io/safetensors.h"
 #include "model/config.h"
+#include "model/gguf_config.h"
 #include "spec/engine.h"
 #include "text/tokenizer.h"
 

@@ -13,7 +13,6 @@
 
 #include "io/json_file.h"
 #include "io/tensor_store.h"
-#include "model/config.h"
 
 namespace dflash {
 
@@ -37,13 +36,6 @@ std::string DraftTensorName(const std::string& gguf_name);
 // (post-attention norm as post_attention_norm or ffn_norm); metadata ARCH.dflash.block_size,
 // .mask_token_id, .target_layer_ids and optionally .n_target_features.
 bool IsDflashArchitecture(const std::string& arch);
-
-// A Qwen3 target's hyper-parameters from qwen3.* metadata; the vocabulary size, tied
-// embeddings and attention biases are read off the tensors.
-TargetConfig TargetConfigFromGguf(const GgufModel& model, const std::string& path);
-
-// A DFlash draft's configuration from ARCH.* and ARCH.dflash.* metadata.
-DraftConfig DraftConfigFromGguf(const GgufModel& model, const std::string& path);
 
 inline bool IsGgufPath(const std::string& path) {
   return path.size() > 5 && path.compare(path.size() - 5, 5, ".gguf") == 0;

@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "io/gguf.h"
 #include "io/json_file.h"
 #include "io/quantize_store.h"
-#include "io/safetensors.h"
+#include "model/load.h"
 
 namespace dflash {
 
@@ -27,9 +26,27 @@ std::vector<int32_t> IdList(const Json& v, const std::string& where) {
   return ids;
 }
 
+// A GGUF's one end-of-sequence token (tokenizer.ggml.eos_token_id); a GGUF has no sampling defaults.
+GenerationDefaults GgufGenerationDefaults(const Json& metadata) {
+  GenerationDefaults d;
+  const Json& eos = metadata.value("tokenizer.ggml.eos_token_id", Json());
+  if (eos.is_number_integer()) d.eos_tokens = {eos.get<int32_t>()};
+  return d;
+}
+
+// Readies a model's matrices for the kernels: quantised if asked, packed, and marked for bf16
+// activations if asked.
+void PrepareMatrices(TensorStore& store, const std::optional<DType>& quant, bool bf16_activations, ThreadPool& pool) {
+  if (quant) QuantizeMatrices(store, *quant, pool);
+  PackMatrices(store, pool);
+  if (bf16_activations) store.AllowBf16Activations();
+}
+
 }  // namespace
 
-GenerationDefaults LoadGenerationDefaults(const std::string& model_dir) {
+GenerationDefaults LoadGenerationDefaults(const ModelSource& source) {
+  if (source.gguf_metadata) return GgufGenerationDefaults(*source.gguf_metadata);
+  const std::string& model_dir = source.path;
   GenerationDefaults d;
   const std::string config_path = model_dir + "/config.json";
   const Json config = ReadJsonFile(config_path);
@@ -49,44 +66,28 @@ GenerationDefaults LoadGenerationDefaults(const std::string& model_dir) {
 }
 
 Engine::Engine(const EngineOptions& options) : options_(options), pool_(options.threads) {
-  if (IsGgufPath(options.target_dir)) {
-    GgufModel gguf = LoadGguf(options.target_dir);
-    target_config_ = TargetConfigFromGguf(gguf, options.target_dir);
-    const Json& eos = gguf.metadata.value("tokenizer.ggml.eos_token_id", Json());
-    if (eos.is_number_integer()) defaults_.eos_tokens = {eos.get<int32_t>()};
-    target_store_.emplace(std::move(gguf.store));
-  } else {
-    target_config_ = LoadTargetConfig(options.target_dir);
-    defaults_ = LoadGenerationDefaults(options.target_dir);
-    target_store_.emplace(LoadSafetensorsDir(options.target_dir));
-  }
+  LoadedModel<TargetConfig> target = LoadTarget(options.target_dir);
+  target_config_ = target.config;
+  defaults_ = LoadGenerationDefaults(target.source);
+  target_store_.emplace(std::move(target.store));
   if (options.context < 2) Fail("context must be at least 2 tokens, got ", options.context);
   TargetOptions topt;
   topt.kv_capacity = options.context;
   topt.max_rows = std::max(options.prefill_chunk, 16);
   topt.kv_type = options.kv_type;
   topt.own_cache = false;  // every sequence brings its own (Sequence)
-  if (IsGgufPath(options.draft_dir)) {
-    GgufModel gguf = LoadGguf(options.draft_dir);
-    draft_config_ = DraftConfigFromGguf(gguf, options.draft_dir);
-    draft_store_.emplace(std::move(gguf.store));
-  } else if (!options.draft_dir.empty()) {
-    draft_config_ = LoadDraftConfig(options.draft_dir);
-    draft_store_.emplace(LoadSafetensorsDir(options.draft_dir));
-  }
   if (!options.draft_dir.empty()) {
+    LoadedModel<DraftConfig> draft = LoadDraft(options.draft_dir);
+    draft_config_ = draft.config;
+    draft_store_.emplace(std::move(draft.store));
     CheckDraftMatchesTarget(draft_config_, target_config_, options.draft_dir);
     topt.max_rows = std::max(topt.max_rows, draft_config_.block_size);
     topt.capture_layers = draft_config_.target_layer_ids;
   }
-  if (options.target_quant) QuantizeMatrices(*target_store_, *options.target_quant, pool_);
-  PackMatrices(*target_store_, pool_);
-  if (options.bf16_activations) target_store_->AllowBf16Activations();
+  PrepareMatrices(*target_store_, options.target_quant, options.bf16_activations, pool_);
   target_ = std::make_unique<Qwen3Model>(target_config_, *target_store_, topt, pool_);
   if (!options.draft_dir.empty()) {
-    if (options.draft_quant) QuantizeMatrices(*draft_store_, *options.draft_quant, pool_);
-    PackMatrices(*draft_store_, pool_);
-    if (options.bf16_activations) draft_store_->AllowBf16Activations();
+    PrepareMatrices(*draft_store_, options.draft_quant, options.bf16_activations, pool_);
     DraftOptions dopt;
     dopt.max_block = std::max(draft_config_.block_size, 16);
     dopt.context_capacity = options.context;

@@ -13,6 +13,7 @@
 #include "draft/dflash_draft.h"
 #include "io/tensor_store.h"
 #include "model/config.h"
+#include "model/load.h"
 #include "model/qwen3.h"
 #include "spec/generate.h"
 
@@ -103,6 +104,8 @@ class Engine {
   Sequence& GenerateSequence();
 };
 
-GenerationDefaults LoadGenerationDefaults(const std::string& model_dir);
+// A model's generation defaults: config.json's and generation_config.json's in a folder, a
+// GGUF's eos token id.
+GenerationDefaults LoadGenerationDefaults(const ModelSource& source);
 
 }  // namespace dflash

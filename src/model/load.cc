@@ -1,0 +1,44 @@
+#include "model/load.h"
+
+#include "io/gguf.h"
+#include "io/safetensors.h"
+#include "model/gguf_config.h"
+
+namespace dflash {
+
+namespace {
+
+// The folder or GGUF at `path`, with `folder_config` reading a folder's config.json and
+// `gguf_config` translating a GGUF's metadata.
+template <typename Config, typename FolderConfig, typename GgufConfig>
+LoadedModel<Config> Load(const std::string& path, FolderConfig folder_config, GgufConfig gguf_config) {
+  LoadedModel<Config> model;
+  model.source.path = path;
+  if (IsGgufPath(path)) {
+    GgufModel gguf = LoadGguf(path);
+    model.config = gguf_config(gguf, path);
+    model.store = std::move(gguf.store);
+    model.source.gguf_metadata = std::move(gguf.metadata);
+  } else {
+    model.config = folder_config(path);
+    model.store = LoadSafetensorsDir(path);
+  }
+  return model;
+}
+
+}  // namespace
+
+LoadedModel<TargetConfig> LoadTarget(const std::string& path) {
+  return Load<TargetConfig>(path, LoadTargetConfig, TargetConfigFromGguf);
+}
+
+LoadedModel<DraftConfig> LoadDraft(const std::string& path) {
+  return Load<DraftConfig>(path, LoadDraftConfig, DraftConfigFromGguf);
+}
+
+ModelSource OpenModelSource(const std::string& path) {
+  if (!IsGgufPath(path)) return {path, std::nullopt};
+  return {path, LoadGguf(path).metadata};
+}
+
+}  // namespace dflash
