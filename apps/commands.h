@@ -10,5 +10,7 @@ int Detokenize(int argc, char** argv);
 int Template(int argc, char** argv);
 int Serve(int argc, char** argv);
 int Trace(int argc, char** argv);
+int Plan(int argc, char** argv);
+int Doctor(int argc, char** argv);
 
 }  // namespace dflash::app

@@ -24,6 +24,8 @@ constexpr Command kCommands[] = {
     {"template", dflash::app::Template, "render a model's chat template over a conversation"},
     {"serve", dflash::app::Serve, "OpenAI-compatible HTTP server (chat, completions, metrics)"},
     {"trace", dflash::app::Trace, "record an agent session, replay it against a server, compare replays"},
+    {"plan", dflash::app::Plan, "which published pair fits this machine, setup commands, predicted tok/s"},
+    {"doctor", dflash::app::Doctor, "machine facts, defaults, and whether a model will load (weights unread)"},
 };
 
 void PrintUsage(FILE* out) {

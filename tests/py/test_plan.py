@@ -1,0 +1,121 @@
+"""`dflash plan` and `dflash doctor` as a user runs them: plan's JSON keeps the schema
+docs/plan.md documents (keys and types), the Markdown labels its prediction as uncalibrated,
+doctor reports on a fixture without loading it and fails clearly on a bad path."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = os.environ.get("DFLASH_BIN", str(ROOT / "build" / "bin" / "dflash"))
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def dflash(*args):
+    return subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+# docs/plan.md: the schema, as key -> type (dict: nested object; (type,): list of it).
+NUMBER = (int, float)
+MEMORY = {"target_weights_bytes": int, "draft_weights_bytes": int, "kv_cache_bytes": int, "kv_bytes_per_1k": int,
+          "draft_cache_bytes": int, "recurrent_state_bytes": int, "buffers_bytes": int, "total_bytes": int}
+SCHEMA = {
+    "schema": int,
+    "machine": {"label": str, "cpu": str, "simd_target": str, "hardware_threads": int, "threads": int,
+                "memory_gb": NUMBER, "memory_source": str, "bandwidth_gbs": NUMBER, "bandwidth_source": str,
+                "f32_gmacs": NUMBER, "int8_gmacs": NUMBER},
+    "request": {"context": int, "task": str, "pair": str},
+    "registry": str,
+    "candidates": ({"pair": str, "target": str, "draft": str, "format": str, "runs_today": bool, "why_not": str,
+                    "verified": bool, "fits": bool, "memory": MEMORY},),
+    "choice": {"pair": str, "format": str},
+    "reason": str,
+    "commands": {"setup": (str,), "run": str, "bench": str},
+    "prediction": {"label": str, "plain_tok_s": NUMBER, "dflash_tok_s": NUMBER, "dflash_full_block_tok_s": NUMBER,
+                   "speedup": NUMBER, "verify_rows": int, "per_depth_acceptance": NUMBER, "tau": NUMBER,
+                   "tau_source": str, "step_ms": NUMBER, "draft_ms": NUMBER, "verify_slope": NUMBER,
+                   "assumptions": (str,)},
+}
+
+
+def check(value, schema, where):
+    if isinstance(schema, dict):
+        assert isinstance(value, dict), where
+        assert set(value) == set(schema), f"{where}: keys {sorted(value)} != {sorted(schema)}"
+        for key, sub in schema.items():
+            check(value[key], sub, f"{where}.{key}")
+    elif isinstance(schema, tuple) and schema and not isinstance(schema[0], type):
+        assert isinstance(value, list) and value, where
+        for i, item in enumerate(value):
+            check(item, schema[0], f"{where}[{i}]")
+    elif isinstance(schema, tuple) and len(schema) == 1:
+        assert isinstance(value, list) and value and all(isinstance(v, schema[0]) for v in value), where
+    else:
+        assert isinstance(value, schema) and not (schema is int and isinstance(value, bool)), f"{where}: {value!r}"
+
+
+def plan_json(*args):
+    res = dflash("plan", "--format", "json", "--bandwidth-gbs", "40", *args)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def test_plan_json_schema_is_stable():
+    j = plan_json("--memory-gb", "32", "--context", "8192", "--task", "code", "--machine-label", "ci")
+    check(j, SCHEMA, "plan")
+    assert j["schema"] == 1 and j["machine"]["memory_source"] == "--memory-gb"
+    assert j["choice"] == {"pair": "qwen3-8b", "format": "q8_0"}
+    assert j["prediction"]["label"] == "uncalibrated (analytic)"
+    assert j["prediction"]["tau"] == 5.84
+
+
+def test_plan_json_when_nothing_fits_keeps_the_keys():
+    j = plan_json("--memory-gb", "2")
+    assert j["choice"] is None and j["commands"] is None and j["prediction"] is None
+    assert "no pair" in j["reason"]
+    check({k: v for k, v in j.items() if v is not None}, {k: v for k, v in SCHEMA.items() if j[k] is not None}, "plan")
+
+
+def test_plan_markdown_labels_the_prediction_and_writes_the_output(tmp_path):
+    out = tmp_path / "plan.md"
+    res = dflash("plan", "--bandwidth-gbs", "40", "--memory-gb", "16", "--pair", "qwen3-4b", "--output", out)
+    assert res.returncode == 0, res.stderr
+    text = out.read_text()
+    assert "## Prediction: uncalibrated (analytic)" in text
+    assert "hf download Qwen/Qwen3-4B --local-dir models/Qwen3-4B" in text
+    assert "dflash bench -m models/Qwen3-4B -d models/Qwen3-4B-DFlash-b16" in text
+
+
+def test_plan_bad_flags_are_clear_errors():
+    res = dflash("plan", "--bandwidth-gbs", "40", "--pair", "qwen9")
+    assert res.returncode == 1 and "--pair 'qwen9' is not in the registry" in res.stderr
+    res = dflash("plan", "--bandwidth-gbs", "40", "--task", "poetry")
+    assert res.returncode == 1 and "--task" in res.stderr
+    res = dflash("plan", "--registry", "/nonexistent/pairs.json")
+    assert res.returncode == 1 and "/nonexistent/pairs.json" in res.stderr
+
+
+def test_doctor_on_a_fixture_pair():
+    res = dflash("doctor", "-m", FIXTURES / "qwen3-tiny", "-d", FIXTURES / "dflash-tiny", "-c", "1024", "-t", "1")
+    assert res.returncode == 0, res.stderr
+    assert "architecture 'Qwen3ForCausalLM'" in res.stdout
+    assert "matches the target: yes" in res.stdout
+    # 4 layers x 2 kv heads x 16 x K and V x 2 bytes x 1024 positions = 0.5 MiB
+    assert "KV cache: 0.5 MiB" in res.stdout
+    assert "verdict: will load" in res.stdout
+
+
+def test_doctor_on_a_bad_path_is_a_clear_error():
+    res = dflash("doctor", "-m", "/nonexistent/model")
+    assert res.returncode == 1
+    assert "/nonexistent/model: not found" in res.stderr
+
+
+def test_doctor_on_an_unsupported_architecture(tmp_path):
+    config = json.loads((FIXTURES / "qwen3-tiny" / "config.json").read_text())
+    config["architectures"] = ["Qwen3_5ForConditionalGeneration"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "model.safetensors").write_bytes((FIXTURES / "qwen3-tiny" / "model.safetensors").read_bytes())
+    res = dflash("doctor", "-m", tmp_path, "-t", "1")
+    assert res.returncode == 1
+    assert "not supported as a target" in res.stdout and "verdict: will not load" in res.stdout
