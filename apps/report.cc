@@ -10,7 +10,7 @@ Json ResultJson(const GenerateResult& r, const std::string& mode) {
   j["tokens"] = r.tokens;
   j["prompt_tokens"] = s.prompt_tokens;
   j["completion_tokens"] = s.completion_tokens;
-  j["finish_reason"] = r.finish_reason;
+  j["finish_reason"] = FinishReasonName(r.finish_reason);
   j["mode"] = mode;
   j["ttft_ms"] = s.ttft_ms;
   j["prefill_tok_s"] = s.prefill_tok_s();
@@ -31,7 +31,7 @@ Json ResultJson(const GenerateResult& r, const std::string& mode) {
 
 std::string EarlyStopNote(const GenerateResult& r, int max_new_tokens, int context) {
   const int n = static_cast<int>(r.tokens.size());
-  if (r.finish_reason != "length" || n >= max_new_tokens) return "";
+  if (r.finish_reason != FinishReason::kLength || n >= max_new_tokens) return "";
   return "stopped after " + std::to_string(n) + " of " + std::to_string(max_new_tokens) + " tokens: the prompt (" +
          std::to_string(r.stats.prompt_tokens) + " tokens) and the output filled the context of " +
          std::to_string(context) + " positions (raise --ctx)";
@@ -41,7 +41,7 @@ void PrintStats(FILE* out, const GenerateResult& r, const std::string& mode) {
   const GenerateStats& s = r.stats;
   std::fprintf(out, "[%s] prompt %d tok, %.1f tok/s prefill, ttft %.1f ms | %d tok, %.2f tok/s decode | finish: %s",
                mode.c_str(), s.prompt_tokens, s.prefill_tok_s(), s.ttft_ms, s.completion_tokens,
-               s.decode_tok_s(), r.finish_reason.c_str());
+               s.decode_tok_s(), std::string(FinishReasonName(r.finish_reason)).c_str());
   if (mode == "dflash") {
     std::fprintf(out, " | tau %.2f, acceptance %.2f over %d cycles of %.1f verified rows (draft %.0f ms, verify %.0f ms)",
                  s.tokens_per_cycle(), s.acceptance(), s.cycles, s.cycles ? double(s.verified_rows) / s.cycles : 0.0,

@@ -88,7 +88,7 @@ TEST_P(SequenceTest, StopInsideBlockKeepsOnlyWhatWasOutput) {
   g.stop_tokens = {full.tokens[6]};  // ends the reply within the first cycles
   Sequence seq = engine.NewSequence();
   const GenerateResult r = engine.Continue(seq, prompt, g);
-  ASSERT_EQ(r.finish_reason, "stop");
+  ASSERT_EQ(r.finish_reason, FinishReason::kStop);
   EXPECT_LE(seq.tokens.size(), prompt.size() + r.tokens.size());
   EXPECT_TRUE(std::equal(seq.tokens.begin(), seq.tokens.end(), Concat(prompt, r.tokens).begin()));
   const std::vector<int32_t> next = Concat(Concat(prompt, r.tokens), Prompt(10, 4));

@@ -391,7 +391,7 @@ TEST(Metrics, CountsAcceptancePerDraftPosition) {
   r.stats.completion_tokens = 9;
   r.stats.cycles = 3;
   r.stats.accept_hist = {0, 1, 0, 2, 0};  // B = 4: one cycle accepted 0 drafts, two accepted 2
-  r.finish_reason = "stop";
+  r.finish_reason = FinishReason::kStop;
   m.Record(r);
   m.CountRequest("chat", 200);
   const std::string text = m.Render(1, 0, 0);

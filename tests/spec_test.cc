@@ -224,14 +224,14 @@ TEST(Spec, StopTokenTruncatesInsideAcceptedBlock) {
   stop.stop_tokens = {ref.tokens[20]};
   target.Truncate(0);
   const GenerateResult want = Generate(target, nullptr, prompt, stop);
-  ASSERT_EQ(want.finish_reason, "stop");
+  ASSERT_EQ(want.finish_reason, FinishReason::kStop);
   for (int B : {4, 16}) {
     target.Truncate(0);
     ScriptedDrafter drafter(ref.tokens, static_cast<int>(prompt.size()), 97);
     stop.block_size = B;
     const GenerateResult r = Generate(target, &drafter, prompt, stop);
     EXPECT_EQ(r.tokens, want.tokens);
-    EXPECT_EQ(r.finish_reason, "stop");
+    EXPECT_EQ(r.finish_reason, FinishReason::kStop);
   }
   stop.ignore_stop = true;
   target.Truncate(0);

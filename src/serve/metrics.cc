@@ -61,7 +61,7 @@ void Metrics::CountRequest(const std::string& endpoint, int status) {
 void Metrics::Record(const GenerationRecord& r) {
   std::lock_guard<std::mutex> l(mu_);
   const GenerateStats& s = r.stats;
-  finishes_[r.finish_reason]++;
+  finishes_[std::string(FinishReasonName(r.finish_reason))]++;
   timed_out_ += r.timed_out;
   prompt_tokens_ += s.prompt_tokens;
   cached_tokens_ += s.cached_tokens;

@@ -29,7 +29,7 @@ class Histogram {
 // What one finished generation adds.
 struct GenerationRecord {
   GenerateStats stats;
-  std::string finish_reason;  // stop | length | tool_calls | cancelled
+  FinishReason finish_reason = FinishReason::kStop;
   bool timed_out = false;
   double wall_s = 0;
 };

@@ -62,7 +62,9 @@ struct Job {
 
 struct Outcome {
   GenerateResult result;
-  std::string finish_reason;  // OpenAI's: stop | length | tool_calls, or cancelled
+  // The loop's, or the server's own end (a stop string, the deadline, a client gone); kToolCalls
+  // for a reply that stopped after tool calls.
+  FinishReason finish_reason = FinishReason::kStop;
   bool timed_out = false;
   ParsedOutput parsed;        // chat: the whole message
   std::string text;           // completions: the whole text
@@ -276,27 +278,19 @@ Job Server::Impl::CompletionJob(const std::string& body) {
 }
 
 GenerateResult Server::Impl::RunScript(const Job& job, const GenerateHooks& hooks) {
-  // Emits the script's tokens a few at a time, as DFlash cycles commit them, and ends the way
-  // the decoding loop would: at a stop token, at max_tokens, or when the sink says stop.
+  // Commits the script's tokens a few at a time, as DFlash cycles do, through the decoding
+  // loop's own commit step, so it ends as the loop would: at a stop token, at max_tokens, or
+  // when the sink says stop; a script that runs out ends as at a stop token. Nothing is
+  // prefilled, so ttft stays 0.
   GenerateResult r;
   r.stats.prompt_tokens = static_cast<int>(job.prompt.size());
   const std::vector<int32_t> ids = tok.Encode(*job.request.scripted_output);
   const auto start = Clock::now();
-  for (size_t i = 0; i < ids.size() && r.finish_reason.empty(); i += 3) {
-    const size_t n = std::min<size_t>({3, ids.size() - i, job.gen.max_new_tokens - r.tokens.size()});
-    std::span<const int32_t> batch(ids.data() + i, n);
-    for (size_t k = 0; k < batch.size(); ++k) {
-      if (!job.gen.ignore_stop && std::find(job.gen.stop_tokens.begin(), job.gen.stop_tokens.end(), batch[k]) != job.gen.stop_tokens.end()) {
-        batch = batch.first(k + 1);
-        r.finish_reason = "stop";
-      }
-    }
-    r.tokens.insert(r.tokens.end(), batch.begin(), batch.end());
-    if (r.tokens.size() == 1) r.stats.ttft_ms = MsBetween(start, Clock::now());
-    if (!hooks.sink(batch)) r.finish_reason = "cancelled";
-    if (r.finish_reason.empty() && static_cast<int>(r.tokens.size()) >= job.gen.max_new_tokens) r.finish_reason = "length";
+  std::optional<FinishReason> end;
+  for (size_t i = 0; i < ids.size() && !end; i += 3) {
+    end = CommitTokens(std::span(ids).subspan(i, std::min<size_t>(3, ids.size() - i)), job.gen, hooks.sink, r.tokens);
   }
-  if (r.finish_reason.empty()) r.finish_reason = "stop";
+  r.finish_reason = end.value_or(FinishReason::kStop);
   r.stats.completion_tokens = static_cast<int>(r.tokens.size());
   r.stats.decode_ms = MsBetween(start, Clock::now());
   return r;
@@ -307,7 +301,7 @@ Outcome Server::Impl::Run(Job& job, Slot* slot, Emitter& out) {
   o.slot = slot ? slot->id : -1;
   ReplyStream reply(tok, job.gen.ignore_stop ? std::vector<int32_t>() : job.gen.stop_tokens, job.request.stop,
                     job.format, job.forced_prefix);
-  std::string ended;  // why the server, not the decoding loop, ended it
+  std::optional<FinishReason> ended;  // why the server, not the decoding loop, ended it
   const auto add = [&](const OutputDelta& d) {
     o.parsed.content += d.content;
     o.parsed.reasoning_content += d.reasoning_content;
@@ -316,7 +310,7 @@ Outcome Server::Impl::Run(Job& job, Slot* slot, Emitter& out) {
   const auto over_time = [&] {
     if (Clock::now() < job.deadline) return false;
     o.timed_out = true;
-    ended = "length";
+    ended = FinishReason::kLength;
     return true;
   };
   GenerateHooks hooks;
@@ -324,18 +318,18 @@ Outcome Server::Impl::Run(Job& job, Slot* slot, Emitter& out) {
     const OutputDelta d = reply.Push(ids);
     add(d);
     if (!(d.empty() ? out.Alive(0, 0) : out.Delta(d))) {
-      ended = "cancelled";
+      ended = FinishReason::kCancelled;
       return false;
     }
     if (reply.stopped()) {
-      ended = "stop";
+      ended = FinishReason::kStop;
       return false;
     }
     return !over_time();
   };
   hooks.progress = [&](int done, int total) {
     if (!out.Alive(done, total)) {
-      ended = "cancelled";
+      ended = FinishReason::kCancelled;
       return false;
     }
     return !over_time();
@@ -347,13 +341,13 @@ Outcome Server::Impl::Run(Job& job, Slot* slot, Emitter& out) {
     o.result = engine.Continue(slot->seq, job.prompt, job.gen, hooks);
     o.mode = job.gen.block_size > 1 ? "dflash" : "ar";
   }
-  o.finish_reason = ended.empty() ? o.result.finish_reason : ended;
-  if (o.finish_reason != "cancelled") {
+  o.finish_reason = ended.value_or(o.result.finish_reason);
+  if (o.finish_reason != FinishReason::kCancelled) {
     const OutputDelta tail = reply.Finish();
     add(tail);
-    if (!tail.empty() && !out.Delta(tail)) o.finish_reason = "cancelled";
+    if (!tail.empty() && !out.Delta(tail)) o.finish_reason = FinishReason::kCancelled;
   }
-  if (o.finish_reason == "stop" && !o.parsed.tool_calls.empty()) o.finish_reason = "tool_calls";
+  if (o.finish_reason == FinishReason::kStop && !o.parsed.tool_calls.empty()) o.finish_reason = FinishReason::kToolCalls;
   o.text = reply.text();
   o.wall_ms = MsBetween(job.start, Clock::now());
   return o;
@@ -373,7 +367,7 @@ void Server::Impl::Record(const Job& job, const Outcome& o) {
   d["model"] = job.header.model;
   d["stream"] = job.request.stream;
   d["slot"] = o.slot;
-  d["finish_reason"] = o.finish_reason;
+  d["finish_reason"] = FinishReasonName(o.finish_reason);
   d["timed_out"] = o.timed_out;
   d["cache_hit"] = o.result.stats.cached_tokens > 0;
   d["ttft_ms"] = o.result.stats.ttft_ms;
@@ -403,7 +397,7 @@ OJson Server::Impl::FinalResponse(const Job& job, const Outcome& o) const {
     choice["text"] = o.parsed.content;
   }
   choice["logprobs"] = nullptr;
-  choice["finish_reason"] = o.finish_reason;
+  choice["finish_reason"] = FinishReasonName(o.finish_reason);
   r["choices"] = OJson::array({choice});
   r["usage"] = UsageJson(o.result.stats);
   r["timings"] = TimingsJson(o.result.stats, o.mode);
@@ -490,7 +484,7 @@ void Server::Impl::Serve(Job job, httplib::Response& res) {
         const Outcome o = Run(*shared, lease ? &lease->slot() : nullptr, out);
         lease.reset();
         Record(*shared, o);
-        if (o.finish_reason == "cancelled") return false;
+        if (o.finish_reason == FinishReason::kCancelled) return false;
         body = FinalResponse(*shared, o);
       } catch (const std::exception& e) {
         lease.reset();
@@ -528,7 +522,7 @@ void Server::Impl::Serve(Job job, httplib::Response& res) {
       const Outcome o = Run(job, lease ? &lease->slot() : nullptr, out);
       lease.reset();
       Record(job, o);
-      if (o.finish_reason == "cancelled") return false;
+      if (o.finish_reason == FinishReason::kCancelled) return false;
       OJson last = job.header.Json(job.chat ? "chat.completion.chunk" : nullptr);
       OJson choice = {{"index", 0}};
       if (job.chat) {
@@ -537,7 +531,7 @@ void Server::Impl::Serve(Job job, httplib::Response& res) {
         choice["text"] = "";
         choice["logprobs"] = nullptr;
       }
-      choice["finish_reason"] = o.finish_reason;
+      choice["finish_reason"] = FinishReasonName(o.finish_reason);
       last["choices"] = OJson::array({choice});
       last["timings"] = TimingsJson(o.result.stats, o.mode);
       if (!job.request.include_usage) last["usage"] = UsageJson(o.result.stats);

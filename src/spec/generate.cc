@@ -127,31 +127,9 @@ int Decoder::AcceptByRejection(int rows, int pos, int32_t* next) {
 }
 
 bool Decoder::Commit(std::span<const int32_t> tokens) {
-  size_t n = tokens.size();
-  bool stop = false;
-  if (!opt_.ignore_stop) {
-    for (size_t i = 0; i < n; ++i) {
-      if (std::find(opt_.stop_tokens.begin(), opt_.stop_tokens.end(), tokens[i]) != opt_.stop_tokens.end()) {
-        n = i + 1;
-        stop = true;
-        break;
-      }
-    }
-  }
-  result_.tokens.insert(result_.tokens.end(), tokens.begin(), tokens.begin() + n);
-  if (hooks_.sink && !hooks_.sink(tokens.first(n))) {
-    result_.finish_reason = "cancelled";
-    return false;
-  }
-  if (stop) {
-    result_.finish_reason = "stop";
-    return false;
-  }
-  if (static_cast<int>(result_.tokens.size()) >= opt_.max_new_tokens) {
-    result_.finish_reason = "length";
-    return false;
-  }
-  return true;
+  const std::optional<FinishReason> end = CommitTokens(tokens, opt_, hooks_.sink, result_.tokens);
+  if (end) result_.finish_reason = *end;
+  return !end;
 }
 
 bool Decoder::Prefill(std::span<const int32_t> prompt) {
@@ -234,7 +212,7 @@ GenerateResult Decoder::Run(std::span<const int32_t> prompt) {
   const bool prefilled = Prefill(prompt);
   st.prefill_ms = MsSince(start);
   if (!prefilled) {
-    result_.finish_reason = "cancelled";
+    result_.finish_reason = FinishReason::kCancelled;
     return std::move(result_);
   }
   st.ttft_ms = MsSince(start);
@@ -249,7 +227,7 @@ GenerateResult Decoder::Run(std::span<const int32_t> prompt) {
       const int remaining = opt_.max_new_tokens - static_cast<int>(result_.tokens.size());
       const int room = target_.kv_capacity() - target_.kv_length();
       if (room < 1) {
-        result_.finish_reason = "length";
+        result_.finish_reason = FinishReason::kLength;
         break;
       }
       const int B = std::min({opt_.block_size, remaining, room});
@@ -276,6 +254,37 @@ GenerateResult Decoder::Run(std::span<const int32_t> prompt) {
 }
 
 }  // namespace
+
+std::string_view FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kToolCalls: return "tool_calls";
+  }
+  Fail("internal: finish reason ", static_cast<int>(r), " has no name");
+}
+
+std::optional<FinishReason> CommitTokens(std::span<const int32_t> tokens, const GenerateOptions& options,
+                                         const TokenSink& sink, std::vector<int32_t>& output) {
+  // Never past max_new_tokens: the loop sizes its steps to fit, a script may not.
+  const int64_t room = std::max<int64_t>(0, int64_t{options.max_new_tokens} - static_cast<int64_t>(output.size()));
+  size_t n = std::min<size_t>(tokens.size(), room);
+  bool stop = false;
+  if (!options.ignore_stop) {
+    const auto is_stop = [&](int32_t t) {
+      return std::find(options.stop_tokens.begin(), options.stop_tokens.end(), t) != options.stop_tokens.end();
+    };
+    const auto first_stop = std::find_if(tokens.begin(), tokens.begin() + n, is_stop);
+    stop = first_stop != tokens.begin() + n;
+    if (stop) n = first_stop - tokens.begin() + 1;
+  }
+  output.insert(output.end(), tokens.begin(), tokens.begin() + n);
+  if (sink && !sink(tokens.first(n))) return FinishReason::kCancelled;
+  if (stop) return FinishReason::kStop;
+  if (output.size() >= static_cast<size_t>(options.max_new_tokens)) return FinishReason::kLength;
+  return std::nullopt;
+}
 
 double GenerateStats::tokens_per_cycle() const {
   int cyc = 0, toks = 0;

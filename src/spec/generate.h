@@ -4,8 +4,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
-#include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/target.h"
@@ -44,9 +45,17 @@ struct GenerateStats {
   double decode_tok_s() const;      // tokens after the first / decode time
 };
 
+// Why a generation ended: a stop token, max_new_tokens or a full context, or the caller
+// cancelling. The decoding loop ends with the first three; a server whose reply parsed as tool
+// calls reports kToolCalls where the loop said kStop.
+enum class FinishReason { kStop, kLength, kCancelled, kToolCalls };
+// The name the APIs give it (OpenAI's finish_reason, the CLI's JSON, metrics): "stop",
+// "length", "cancelled", "tool_calls".
+std::string_view FinishReasonName(FinishReason r);
+
 struct GenerateResult {
   std::vector<int32_t> tokens;
-  std::string finish_reason;  // "stop" | "length" | "cancelled"
+  FinishReason finish_reason = FinishReason::kStop;
   GenerateStats stats;
 };
 
@@ -82,5 +91,12 @@ GenerateResult Generate(TargetModel& target, Drafter* drafter, std::span<const i
                         const GenerateOptions& options, const TokenSink& sink = {});
 GenerateResult Generate(TargetModel& target, Drafter* drafter, std::span<const int32_t> prompt,
                         const GenerateOptions& options, const GenerateHooks& hooks);
+
+// The loop's commit step, for it and for anything that emits tokens as it would (the server's
+// scripted replies): appends `tokens` to `output` up to and including the first stop token
+// (unless options.ignore_stop) and never past options.max_new_tokens, and hands what it
+// appended to `sink` (when set). Returns why generation ends there, or nullopt while it goes on.
+std::optional<FinishReason> CommitTokens(std::span<const int32_t> tokens, const GenerateOptions& options,
+                                         const TokenSink& sink, std::vector<int32_t>& output);
 
 }  // namespace dflash
