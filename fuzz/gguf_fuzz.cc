@@ -2,6 +2,7 @@
 // engine and the CLI read from it: a target's and a draft's configuration and the tokenizer.
 #include "fuzz_support.h"
 #include "io/gguf.h"
+#include "model/gguf_config.h"
 #include "text/tokenizer.h"
 
 using namespace dflash;
