@@ -39,7 +39,7 @@ void ModelFlags::Declare(Args& a) {
            "same tokens as plain sampling for the same seed, whatever the policy does; accepts fewer drafts");
   a.Flag("--no-eos", &no_eos, "ignore end-of-sequence tokens: always generate -n tokens (benchmarks)");
   a.Option("-c,--ctx", &ctx, "N", "context length per sequence (KV cache positions)");
-  a.Option("-t,--threads", &threads, "N", "threads (0 = all hardware threads)");
+  a.Option("-t,--threads", &threads, "N", "threads (0 = one per physical core)");
   a.Option("--prefill-chunk", &prefill_chunk, "N", "prompt rows per target forward pass");
   a.Option("--draft-window", &draft_window, "N", "bound the draft's context to a sink plus N recent tokens (0 = unbounded)");
   a.Option("--draft-sink", &draft_sink, "N", "draft context sink size when --draft-window is set");

@@ -1,7 +1,12 @@
 #include "core/thread_pool.h"
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <system_error>
+#include <utility>
 
 #include "core/error.h"
 
@@ -32,15 +37,45 @@ bool SpinBriefly(const Done& done) {
     if (std::chrono::steady_clock::now() - start > std::chrono::nanoseconds(kSpinNs)) return done();
   }
 }
+
+// The integer in a one-line sysfs file, or -1 if it cannot be read.
+int ReadSysfsInt(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  int value = -1;
+  return in >> value ? value : -1;
+}
+
+bool IsCpuEntry(const std::string& name) {
+  return name.size() > 3 && name.starts_with("cpu") &&
+         std::all_of(name.begin() + 3, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
 }  // namespace
+
+int CountPhysicalCores(const std::string& cpu_dir) {
+  std::set<std::pair<int, int>> cores;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(cpu_dir, ec)) {
+    if (!IsCpuEntry(entry.path().filename().string())) continue;
+    const auto topology = entry.path() / "topology";
+    const int package = ReadSysfsInt(topology / "physical_package_id");
+    const int core = ReadSysfsInt(topology / "core_id");
+    if (package >= 0 && core >= 0) cores.emplace(package, core);  // offline CPUs have no topology
+  }
+  return static_cast<int>(cores.size());
+}
+
+int ThreadPool::DefaultThreads() {
+  int n = CountPhysicalCores("/sys/devices/system/cpu");
+  if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(n, 1, kMaxThreads);
+}
 
 ThreadPool::ThreadPool(int num_threads) {
   if (num_threads > kMaxThreads) {
     Fail("thread count ", num_threads, " exceeds the supported ", kMaxThreads,
-         " (0 uses one per hardware thread, here ", std::thread::hardware_concurrency(), ")");
+         " (0 uses one per physical core, here ", DefaultThreads(), ")");
   }
-  if (num_threads <= 0) num_threads = static_cast<int>(std::thread::hardware_concurrency());
-  if (num_threads <= 0) num_threads = 1;
+  if (num_threads <= 0) num_threads = DefaultThreads();
   workers_.reserve(num_threads - 1);
   try {
     for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
@@ -62,11 +97,22 @@ void ThreadPool::StopWorkers() {
   for (auto& w : workers_) w.join();
 }
 
+// Claims tasks one at a time until none is left. A claim is a compare-and-swap on unclaimed_,
+// never a blind decrement: a worker that woke late for a Run that has already returned finds
+// 0 there, or the next Run's count, and then claims a task of that Run, whose num_tasks_,
+// fn_ and ctx_ its acquire makes visible. The Run cannot return before a claimed task counts
+// itself done, so the caller's state is never read after Run returns.
 void ThreadPool::DrainTasks() {
   for (;;) {
-    const int64_t t = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (t >= num_tasks_) break;
-    fn_(ctx_, t);
+    int64_t unclaimed = unclaimed_.load(std::memory_order_relaxed);
+    do {
+      if (unclaimed == 0) return;
+    } while (!unclaimed_.compare_exchange_weak(unclaimed, unclaimed - 1, std::memory_order_acquire,
+                                               std::memory_order_relaxed));
+    const int64_t num_tasks = num_tasks_;
+    fn_(ctx_, num_tasks - unclaimed);  // tasks go out in order 0, 1, ...
+    // The last task wakes the caller if it went to sleep (no syscall if nobody sleeps).
+    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == num_tasks) done_.notify_one();
   }
 }
 
@@ -74,14 +120,15 @@ void ThreadPool::Run(int64_t num_tasks, TaskFn fn, const void* ctx) {
   num_tasks_ = num_tasks;
   fn_ = fn;
   ctx_ = ctx;
-  next_task_.store(0, std::memory_order_relaxed);
-  busy_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  unclaimed_.store(num_tasks, std::memory_order_release);  // publishes the fields above
   epoch_.fetch_add(1, std::memory_order_release);
   epoch_.notify_all();  // a syscall only when some worker sleeps
   DrainTasks();
-  const auto idle = [this] { return busy_.load(std::memory_order_acquire) == 0; };
-  if (SpinBriefly(idle)) return;
-  for (int b; (b = busy_.load(std::memory_order_acquire)) != 0;) busy_.wait(b, std::memory_order_acquire);
+  // Wait only for tasks that workers hold: one that has not claimed any is not waited for.
+  const auto all_done = [&] { return done_.load(std::memory_order_acquire) == num_tasks; };
+  if (SpinBriefly(all_done)) return;
+  for (int64_t d; (d = done_.load(std::memory_order_acquire)) != num_tasks;) done_.wait(d, std::memory_order_acquire);
 }
 
 void ThreadPool::WorkerLoop() {
@@ -94,8 +141,6 @@ void ThreadPool::WorkerLoop() {
     seen = epoch_.load(std::memory_order_acquire);
     if (stop_.load()) return;
     DrainTasks();
-    // The last worker out wakes the caller if it went to sleep (no syscall if it is spinning).
-    if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) busy_.notify_one();
   }
 }
 
