@@ -23,7 +23,11 @@ namespace {
 // How long a waiting thread spins before it sleeps: long enough to bridge the gap between
 // the kernels of one forward pass (a few microseconds of single-threaded norms and rope),
 // short enough that a thread whose partner was descheduled gives its core back quickly.
-constexpr int64_t kSpinNs = 50'000;
+// Measured on the shipped pair (2 cores, plain decode, bench/busy_machine.sh): 5 us against
+// 50 us raised -t 2 / -t 1 under one busy loop per core from 0.82-0.97 to 0.99-1.26, and -t 2
+// alone from 496-540 to 555-665 tok/s: a thread that spins less accrues less CPU time, so the
+// scheduler lets it preempt a competitor when it is woken.
+constexpr int64_t kSpinNs = 5'000;
 
 // Spins until done() or kSpinNs pass; returns done().
 template <class Done>
