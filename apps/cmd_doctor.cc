@@ -92,7 +92,7 @@ int Doctor(int argc, char** argv) {
   args.Option("-m,--model", &model, "PATH", "target model directory or .gguf file");
   args.Option("-d,--draft", &draft, "PATH", "DFlash draft directory or .gguf file");
   args.Option("-c,--ctx", &context, "N", "context length to size the KV cache for");
-  args.Option("-t,--threads", &threads, "N", "threads (0 = all hardware threads)");
+  args.Option("-t,--threads", &threads, "N", "threads (0 = one per physical core)");
   args.Option("--registry", &registry_path, "FILE", "pairs registry for suggesting a draft (default: data/pairs.json)");
   if (!args.Parse(argc, argv)) return 0;
   if (context < 1) Fail("-c/--ctx must be at least 1, got ", context);

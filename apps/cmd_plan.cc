@@ -40,7 +40,7 @@ int Plan(int argc, char** argv) {
             "Which published DFlash pair fits this machine, in which format, the commands to download and run it\n"
             "(printed, never run), and an uncalibrated (analytic) prediction of plain and DFlash tok/s.");
   args.Option("--memory-gb", &memory_gb, "N", "plan for N GiB of memory (default: this machine's MemTotal)");
-  args.Option("-t,--threads", &threads, "N", "threads to plan and measure with (0 = all hardware threads)");
+  args.Option("-t,--threads", &threads, "N", "threads to plan and measure with (0 = one per physical core)");
   args.Option("--machine-label", &label, "L", "a name for this machine in the report");
   args.Option("-c,--context", &context, "N", "context length the pair must hold (KV cache positions)");
   args.Option("--task", &task, "code|math|chat|agent", "which reported acceptance (tau) to predict with");

@@ -23,7 +23,7 @@ struct EngineOptions {
   std::string target_dir;     // HF directory, or a llama.cpp .gguf file
   std::string draft_dir;      // empty: no draft
   int context = 4096;         // KV positions per sequence
-  int threads = 0;            // 0: one per hardware thread
+  int threads = 0;            // 0: one per physical core
   int prefill_chunk = 64;     // rows per prefill Forward
   int draft_window = 0;       // bounded draft context (0: unbounded)
   int draft_sink = 64;
