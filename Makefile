@@ -93,7 +93,9 @@ fuzz-long: fuzz-build
 
 run: build
 	@if [ -d $(RUN_TARGET) ]; then \
-	  $(DFLASH) generate -m $(RUN_TARGET) -d $(RUN_DRAFT) --prompt "$(RUN_PROMPT)" -n 128 --compare; \
+	  $(DFLASH) generate -m $(RUN_TARGET) -d $(RUN_DRAFT) --prompt "$(RUN_PROMPT)" -n 128 --compare && \
+	  echo && echo "With a real pair (README, 'Getting a real pair'):" && \
+	  echo "  $(DFLASH) generate -m ~/models/Qwen3-4B -d ~/models/Qwen3-4B-DFlash-b16 --target-quant q8_0 --chat --prompt 'Write a quicksort in Python' -n 256 --compare"; \
 	else \
 	  echo "shipped pair not found at $(RUN_TARGET); running the generated test fixture pair"; \
 	  $(DFLASH) generate -m tests/fixtures/qwen3-tiny -d tests/fixtures/dflash-tiny --prompt-ids 1,2,3,4,5 -n 64 --compare; \
