@@ -184,7 +184,7 @@ TEST(TemplateLimits, RecursionStopsAtTheDepthLimit) {
   EXPECT_MENTIONS(Outcome("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"), "macro calls nested too deeply");
   // Each call opens 150 statements: the nesting limit ends it before the macro-call limit does.
   const std::string body = Repeated("{% if true %}", 150) + "{{ f(n + 1) }}" + Repeated("{% endif %}", 150);
-  EXPECT_MENTIONS(Outcome("{% macro f(n) %}" + body + "{% endmacro %}{{ f(0) }}"), "template render nested more than 2000 levels deep");
+  EXPECT_MENTIONS(Outcome("{% macro f(n) %}" + body + "{% endmacro %}{{ f(0) }}"), "template render nested more than 1000 levels deep");
 }
 
 // Each of these chains grew an expression tree 100,000 levels tall, which overflowed the stack

@@ -275,7 +275,7 @@ TEST(Jinja, RuntimeErrorsNameLine) {
   EXPECT_EQ(ErrorOf("{{ 'x'.title() }}"), "t.jinja:1: str.title() is not supported");
   EXPECT_EQ(ErrorOf("{{ 9223372036854775807 + 1 }}"), "t.jinja:1: integer overflow in template arithmetic");
   EXPECT_EQ(ErrorOf("{% macro r(n) %}{{ r(n + 1) }}{% endmacro %}{{ r(0) }}"),
-            "t.jinja:1: macro calls nested too deeply (more than 200)");
+            "t.jinja:1: macro calls nested too deeply (more than 100)");
   EXPECT_EQ(ErrorOf("{{ x }}", OJson::array()), "t.jinja: template variables must be a JSON object, got array");
 }
 

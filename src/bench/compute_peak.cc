@@ -60,7 +60,9 @@ double Int8DotLoop(int64_t steps, float seed, float* sink) {
   }
   __m512i sum = acc[0];
   for (int c = 1; c < kChains; ++c) sum = _mm512_add_epi32(sum, acc[c]);
-  *sink = static_cast<float>(_mm512_reduce_add_epi32(sum));
+  // The sums wrap on long probes: fold the lanes with OR, which cannot overflow (a signed add
+  // reduction is undefined behaviour there, and UBSan says so).
+  *sink = static_cast<float>(_mm512_reduce_or_epi32(sum));
   return static_cast<double>(steps) * kChains * 64;
 #else
   *sink = seed;

@@ -10,7 +10,7 @@ namespace dflash::jinja {
 
 namespace {
 
-constexpr int kMaxCallDepth = 200;  // nested macro calls; Python would hit its recursion limit
+constexpr int kMaxCallDepth = 100;  // nested macro calls, below kMaxRenderDepth's reach; jinja2 hits Python's recursion limit near here
 
 struct Frame;
 using FramePtr = std::shared_ptr<Frame>;
