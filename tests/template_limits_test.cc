@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "serve/api_error.h"
 #include "serve/request.h"
 #include "text/chat_template.h"
 #include "text/jinja/template.h"
@@ -96,7 +97,8 @@ TEST(TemplateLimits, DeeplyNestedRequestBodyIsAnErrorBeforeItIsCopied) {
   try {
     serve::ParseChatRequest(serve::ParseBody(R"({"messages": [)" + user + R"(], "chat_template_kwargs": {"x": )" + deep + "}}"));
     ADD_FAILURE() << "a 100,000-deep body was accepted";
-  } catch (const Error& e) {
+  } catch (const serve::ApiError& e) {  // a 400, as for any other bad field
+    EXPECT_EQ(e.status(), 400);
     EXPECT_MENTIONS(std::string(e.what()), "the request body: JSON nested more than 512 levels deep");
   }
   // Tool-call arguments arrive as a JSON string, parsed (and then copied) on their own.
@@ -106,7 +108,8 @@ TEST(TemplateLimits, DeeplyNestedRequestBodyIsAnErrorBeforeItIsCopied) {
   try {
     serve::ParseChatRequest(serve::ParseBody(R"({"messages": [)" + user + ", " + call + "]}"));
     ADD_FAILURE() << "100,000-deep tool-call arguments were accepted";
-  } catch (const Error& e) {
+  } catch (const serve::ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
     EXPECT_MENTIONS(std::string(e.what()), "'messages[1].tool_calls[0].function.arguments': JSON nested more than 512");
   }
 }

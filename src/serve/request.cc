@@ -11,6 +11,16 @@ namespace dflash::serve {
 
 namespace {
 
+// Too deep a value is the client's error: a 400 naming the field, like every other bad field.
+void CheckDepth(const OJson& value, const std::string& what, const std::string& param) {
+  try {
+    jinja::CheckJsonDepth(value, what);
+  } catch (const Error& e) {
+    throw BadRequest(e.what(), param);
+  }
+}
+
+
 const char* TypeName(const OJson& v) { return v.type_name(); }
 
 // Typed access to an object's fields; absent and null read as "not given".
@@ -198,7 +208,7 @@ OJson ParseToolCalls(const OJson& calls, const std::string& where) {
       if (parsed.is_discarded() || !parsed.is_object()) {
         throw BadRequest("'" + at + ".function.arguments' must be a JSON object encoded as a string", at + ".function.arguments");
       }
-      jinja::CheckJsonDepth(parsed, "'" + at + ".function.arguments'");  // before the copy below
+      CheckDepth(parsed, "'" + at + ".function.arguments'", at + ".function.arguments");  // before the copy below
       call["function"]["arguments"] = parsed;
     } else if (args && !args->is_object()) {
       f.Wrong("arguments", "a JSON string or an object");
@@ -300,7 +310,7 @@ OJson ParseBody(const std::string& body) {
   if (j.is_discarded()) throw BadRequest("the request body is not valid JSON");
   if (!j.is_object()) throw BadRequest(std::string("the request body must be a JSON object, got ") + j.type_name());
   // Before anything copies it: copies recurse once per level, and 100k levels fit in 200 KB.
-  jinja::CheckJsonDepth(j, "the request body");
+  CheckDepth(j, "the request body", "");
   return j;
 }
 
