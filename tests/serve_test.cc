@@ -193,12 +193,17 @@ TEST(ReplyStream, ChatFormatSplitsToolCallsAndForcedPrefixCounts) {
   EXPECT_EQ(d.content + tail.content, "");
 }
 
-TEST(SlotPool, PicksTheLongestPrefixThenLeastRecentlyUsed) {
+// The shipped pair's target with a short context, for slot-pool tests.
+EngineOptions SmallPairTarget() {
   EngineOptions o;
   o.target_dir = (kPair / "target").string();
   o.context = 64;
   o.threads = 1;
-  Engine engine(o);
+  return o;
+}
+
+TEST(SlotPool, PicksTheLongestPrefixThenLeastRecentlyUsed) {
+  Engine engine(SmallPairTarget());
   SlotPool pool(engine, 3);
   const auto far = SlotPool::Clock::now() + std::chrono::seconds(5);
   const std::vector<int32_t> a = {5, 6, 7, 8, 9}, b = {5, 6, 10, 11};
@@ -228,11 +233,7 @@ TEST(SlotPool, PicksTheLongestPrefixThenLeastRecentlyUsed) {
 }
 
 TEST(SlotPool, SavedSequencesKeepWhatASlotWouldLose) {
-  EngineOptions o;
-  o.target_dir = (kPair / "target").string();
-  o.context = 64;
-  o.threads = 1;
-  Engine engine(o);
+  Engine engine(SmallPairTarget());
   SlotPool pool(engine, 1, 2);
   const auto far = SlotPool::Clock::now() + std::chrono::seconds(5);
   const auto serve = [&](const std::vector<int32_t>& prompt) {
@@ -254,11 +255,7 @@ TEST(SlotPool, SavedSequencesKeepWhatASlotWouldLose) {
 }
 
 TEST(SlotPool, TheLongestPrefixAcrossSlotAndSavedWins) {
-  EngineOptions o;
-  o.target_dir = (kPair / "target").string();
-  o.context = 64;
-  o.threads = 1;
-  Engine engine(o);
+  Engine engine(SmallPairTarget());
   SlotPool pool(engine, 1, 2);
   const auto far = SlotPool::Clock::now() + std::chrono::seconds(5);
   const auto serve = [&](const std::vector<int32_t>& prompt, const std::vector<int32_t>& reply) {
