@@ -1,0 +1,165 @@
+"""Tiny random Qwen3-MoE checkpoints (Qwen3MoeForCausalLM) and golden outputs from transformers.
+
+Each target is saved by transformers' own save_pretrained, in one of the two layouts it writes:
+per-expert tensors (the default, `mlp.experts.<e>.{gate,up,down}_proj.weight`, as the published
+Qwen3-30B-A3B files are) or fused 3-D ones (`save_original_format=False`:
+`mlp.experts.gate_up_proj` [E, 2I, H] and `mlp.experts.down_proj` [E, H, I]). Goldens come from
+the same library in float32 on the stored weights:
+
+  tests/goldens/moe/<target>.safetensors
+      prompt<i>.ids / .logits / .hidden    as tools/make_fixtures.py writes them
+      prompt<i>.layer<l>.moe_input         each sparse layer's MoE block input [T][H]
+      prompt<i>.layer<l>.router_ids        its top-k expert ids per token [T][k] (transformers' order)
+      prompt<i>.layer<l>.router_weights    their weights [T][k]
+      prompt<i>.layer<l>.moe_output        the block's output [T][H]
+      greedy                               transformers' greedy continuation of prompt 1
+  tests/goldens/moe/manifest.json          targets, their layouts, the smallest router margin
+
+Run with the reference venv:  .venv-ref/bin/python tools/make_moe_fixtures.py
+"""
+import argparse
+import json
+import os
+import shutil
+
+import torch
+from safetensors.torch import save_file
+from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+from make_fixtures import BASE, GREEDY_NEW, PROMPTS, perturb_norms
+
+# Narrower than the dense fixtures (hidden 32, not 64) so that the experts stay small; every
+# width a whole number of 32-element Q8_0 blocks, so load-time quantisation applies to them.
+MOE_BASE = dict(BASE, hidden_size=32, intermediate_size=64, num_attention_heads=2,
+                num_key_value_heads=1, head_dim=16, moe_intermediate_size=32, num_hidden_layers=4,
+                tie_word_embeddings=False,
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+# Seeds tried per target until every router choice is clear (see MIN_MARGIN).
+SEEDS = 20
+# The smallest gap allowed between the k-th and (k+1)-th routing probability of any token. Our
+# router logits differ from transformers' by summation order (~1e-6 here), which moves a
+# probability by less than that; 1e-4 leaves a 100x margin, so an exact comparison of the
+# choices tests routing, not rounding.
+MIN_MARGIN = 1e-4
+
+TARGETS = {
+    # f32, per-expert tensors, top-2 of 8 renormalised, one dense layer via mlp_only_layers.
+    "qwen3moe-tiny": dict(dtype=torch.float32, fused=False,
+                          cfg=dict(num_experts=8, num_experts_per_tok=2, norm_topk_prob=True,
+                                   num_hidden_layers=3, mlp_only_layers=[1])),
+    # bf16, fused 3-D tensors, top-3 of 6 not renormalised, every second layer sparse
+    # (decoder_sparse_step 2: layers 1 and 3).
+    "qwen3moe-fused-bf16": dict(dtype=torch.bfloat16, fused=True,
+                                cfg=dict(num_experts=6, num_experts_per_tok=3, norm_topk_prob=False,
+                                         decoder_sparse_step=2)),
+    # f32, per-expert tensors, top-1 of 4 not renormalised (the weight is the softmax
+    # probability, not 1), tied embeddings, every layer sparse.
+    "qwen3moe-top1": dict(dtype=torch.float32, fused=False,
+                          cfg=dict(num_experts=4, num_experts_per_tok=1, norm_topk_prob=False,
+                                   num_hidden_layers=2, tie_word_embeddings=True)),
+}
+
+
+def spread_routers(model, gen):
+    """HF initialises routers to zero (every expert equally likely, ties everywhere): give them
+    weights large enough that the top-k choice is clear of rounding."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("mlp.gate.weight"):
+                p.copy_(0.5 * torch.randn(p.shape, generator=gen))
+
+
+def make_target(name, spec, out, gen):
+    cfg = dict(MOE_BASE, **spec["cfg"])
+    model = Qwen3MoeForCausalLM(Qwen3MoeConfig(**cfg)).eval()
+    perturb_norms(model, gen)
+    spread_routers(model, gen)
+    model = model.to(spec["dtype"])
+    path = os.path.join(out, name)
+    shutil.rmtree(path, ignore_errors=True)
+    model.save_pretrained(path, save_original_format=not spec["fused"])
+    with open(os.path.join(path, "generation_config.json"), "w") as f:
+        json.dump({"eos_token_id": [BASE["eos_token_id"]], "do_sample": False}, f, indent=2)
+    return Qwen3MoeForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+
+
+def sparse_layers(model):
+    return [i for i, layer in enumerate(model.model.layers) if hasattr(layer.mlp, "gate")]
+
+
+@torch.no_grad()
+def target_goldens(model):
+    """Logits, hidden states and, per sparse layer, the MoE block's input, routing and output."""
+    g = {}
+    margin = float("inf")
+    for i, prompt in enumerate(PROMPTS):
+        captured = {}
+        hooks = []
+        for l in sparse_layers(model):
+            block = model.model.layers[l].mlp
+
+            def block_hook(_, args, output, l=l):
+                captured[f"layer{l}.moe_input"] = args[0][0].clone()
+                captured[f"layer{l}.moe_output"] = output[0].clone()
+
+            def router_hook(_, args, output, l=l):
+                logits, weights, ids = output
+                captured[f"layer{l}.router_ids"] = ids.to(torch.int32)
+                captured[f"layer{l}.router_weights"] = weights.float()
+                probs = torch.softmax(logits.float(), dim=-1).sort(dim=-1, descending=True).values
+                k = ids.shape[-1]
+                captured[f"layer{l}.margin"] = float((probs[:, k - 1] - probs[:, k]).min())
+
+            hooks.append(block.register_forward_hook(block_hook))
+            hooks.append(block.gate.register_forward_hook(router_hook))
+        ids = torch.tensor([prompt])
+        out = model(ids, output_hidden_states=True)
+        for h in hooks:
+            h.remove()
+        g[f"prompt{i}.ids"] = ids[0].to(torch.int32)
+        g[f"prompt{i}.logits"] = out.logits[0].float()
+        g[f"prompt{i}.hidden"] = torch.stack([h[0] for h in out.hidden_states]).float()
+        for key, value in captured.items():
+            if key.endswith(".margin"):
+                margin = min(margin, value)
+            else:
+                g[f"prompt{i}.{key}"] = value.float() if value.is_floating_point() else value
+    prompt = torch.tensor([PROMPTS[1]])
+    gen = model.generate(prompt, max_new_tokens=GREEDY_NEW, min_new_tokens=GREEDY_NEW,
+                         do_sample=False, eos_token_id=None, pad_token_id=0)
+    g["greedy"] = gen[0, prompt.shape[1]:].to(torch.int32)
+    return g, margin
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="tests/fixtures")
+    ap.add_argument("--goldens", default="tests/goldens/moe")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(args.goldens, exist_ok=True)
+    manifest = {"prompts": PROMPTS, "greedy_new": GREEDY_NEW, "targets": {}}
+    for name, spec in TARGETS.items():
+        for seed in range(SEEDS):
+            model = make_target(name, spec, args.out, torch.Generator().manual_seed(1000 * len(name) + seed))
+            goldens, margin = target_goldens(model)
+            if margin >= MIN_MARGIN:
+                break
+        else:
+            raise SystemExit(f"{name}: no seed of {SEEDS} gave router margins above {MIN_MARGIN}")
+        save_file(goldens, os.path.join(args.goldens, f"{name}.safetensors"))
+        manifest["targets"][name] = {"golden": f"{name}.safetensors",
+                                     "dtype": str(spec["dtype"]).removeprefix("torch."),
+                                     "layout": "fused" if spec["fused"] else "per-expert",
+                                     "sparse_layers": sparse_layers(model),
+                                     "seed": seed, "min_router_margin": margin}
+        print(f"target {name}: saved ({manifest['targets'][name]['layout']}, "
+              f"sparse layers {sparse_layers(model)}, router margin {margin:.2e})", flush=True)
+    with open(os.path.join(args.goldens, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
