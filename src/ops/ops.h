@@ -115,6 +115,9 @@ void Attention(const float* q, int64_t M, int64_t q_stride, const AttentionShape
                const float* k, const float* v, int64_t kv_stride, const int32_t* key_begin,
                const int32_t* key_end, float* out, int64_t out_stride, ThreadPool& pool);
 
+// Fails naming `what` unless type is a KV element type (kF32, kF16, kBF16).
+void CheckKvType(DType type, const char* what);
+
 // Writes n f32 values as `type` (kF32, kF16 or kBF16, round to nearest even) to out: how a
 // KV cache stores a new position. Each element is rounded on its own, so it is batch-invariant.
 void StoreKv(const float* x, int64_t n, DType type, void* out);
