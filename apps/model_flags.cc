@@ -28,6 +28,13 @@ void ModelFlags::Declare(Args& a) {
   a.Option("--top-k", &top_k, "K", "top-k sampling, 0 = off");
   a.Option("--top-p", &top_p, "P", "nucleus sampling, 1 = off");
   a.Option("--min-p", &min_p, "P", "min-p sampling: drop tokens below P times the likeliest, 0 = off");
+  a.Option("--presence-penalty", &presence_penalty, "P",
+           "subtract P from the logit of every token already generated (OpenAI's presence_penalty, [-2, 2]), 0 = off");
+  a.Option("--frequency-penalty", &frequency_penalty, "P",
+           "subtract P times its count so far from each generated token's logit (OpenAI's, [-2, 2]), 0 = off");
+  a.Option("--repeat-penalty,--repetition-penalty", &repeat_penalty, "R",
+           "divide positive logits (multiply negative ones) by R for every token in the prompt or the output "
+           "(transformers' repetition_penalty), 1 = off (default: generation_config.json, else 1)");
   a.Option("--seed", &seed, "S", "random seed for sampling");
   a.Option("--block-size", &block_size, "B", "tokens verified per DFlash cycle (default: the draft's block_size)");
   a.Option("--spec-policy", &spec_policy, "adaptive|always",
@@ -101,6 +108,9 @@ GenerateOptions ModelFlags::Generation(const Args& args, const dflash::Engine& e
   if (args.Given("--top-k")) g.sampling.top_k = top_k;
   if (args.Given("--top-p")) g.sampling.top_p = top_p;
   if (args.Given("--min-p")) g.sampling.min_p = min_p;
+  if (args.Given("--presence-penalty")) g.sampling.presence_penalty = presence_penalty;
+  if (args.Given("--frequency-penalty")) g.sampling.frequency_penalty = frequency_penalty;
+  if (args.Given("--repetition-penalty")) g.sampling.repetition_penalty = repeat_penalty;
   g.sampling.spec = ParseSpecSampling(spec_sampling);
   g.sampling.seed = seed;
   ValidateSampling(g.sampling);

@@ -25,6 +25,7 @@ struct ModelFlags {
   std::string spec_sampling = "rejection";
   int n_predict = 128;
   double temp = 0, top_p = 1, min_p = 0;
+  double presence_penalty = 0, frequency_penalty = 0, repeat_penalty = 1;
   int top_k = 0;
   unsigned long long seed = 0;
   bool no_eos = false;

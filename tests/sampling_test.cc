@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <random>
@@ -12,11 +14,13 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "io/json_file.h"
 #include "model/qwen3.h"
 #include "serve/api_error.h"
 #include "serve/request.h"
 #include "spec/engine.h"
 #include "spec/generate.h"
+#include "spec/penalties.h"
 #include "spec/sampler.h"
 #include "testing/chi_square.h"
 #include "testing/random_model.h"
@@ -253,6 +257,102 @@ TEST(Sampling, MinPDropsTokensBelowAFractionOfTheLikeliest) {
   EXPECT_THROW(ValidateSampling(sp), Error);
 }
 
+// The filters and the penalties against transformers' logits processors (goldens written by
+// tools/make_sampling_goldens.py; presence and frequency in plain torch, as OpenAI define them).
+// The cases keep clear of ties and of near-decisions at the filter boundaries, where our rule
+// (spec/sampler.h) and transformers' may differ.
+TEST(Sampling, FiltersAndPenaltiesMatchTransformersGoldens) {
+  const Json doc = ReadJsonFile(std::string(DFLASH_SOURCE_DIR) + "/tests/goldens/sampling/filters.json");
+  const int V = doc["vocab"].get<int>();
+  ASSERT_GE(doc["cases"].size(), 10u);
+  for (const Json& c : doc["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    const Json& pj = c["params"];
+    SamplingParams sp;
+    sp.temperature = pj["temperature"].get<double>();
+    sp.top_k = pj["top_k"].get<int>();
+    sp.top_p = pj["top_p"].get<double>();
+    sp.min_p = pj["min_p"].get<double>();
+    sp.repetition_penalty = pj["repetition_penalty"].get<double>();
+    sp.presence_penalty = pj["presence_penalty"].get<double>();
+    sp.frequency_penalty = pj["frequency_penalty"].get<double>();
+    const auto logits = c["logits"].get<std::vector<float>>();
+    const auto want_penalised = c["penalised"].get<std::vector<float>>();
+    const auto want_probs = c["probs"].get<std::vector<float>>();
+    ASSERT_EQ(logits.size(), static_cast<size_t>(V));
+
+    Penalties penalties(sp, V);
+    EXPECT_EQ(penalties.active(), sp.penalised());
+    penalties.SetPrompt(c["prompt"].get<std::vector<int32_t>>());
+    for (int32_t t : c["generated"].get<std::vector<int32_t>>()) penalties.Add(t);
+    std::vector<float> penalised(V), probs(V);
+    penalties.Apply(logits.data(), penalised.data());
+    for (int t = 0; t < V; ++t) {
+      EXPECT_NEAR(penalised[t], want_penalised[t], 1e-6 * std::max(1.0f, std::fabs(want_penalised[t]))) << "token " << t;
+    }
+    Sampler sampler(sp, V);
+    sampler.Probabilities(penalised.data(), probs.data());
+    int kept = 0;
+    for (int t = 0; t < V; ++t) {
+      EXPECT_EQ(probs[t] > 0, want_probs[t] > 0) << "token " << t << " kept by one filter, not the other";
+      EXPECT_NEAR(probs[t], want_probs[t], 2e-6) << "token " << t;
+      kept += probs[t] > 0;
+    }
+    EXPECT_EQ(kept, c["kept"].get<int>());
+  }
+}
+
+// The history a verify row sees grows and shrinks with the drafts before it: Remove undoes Add.
+TEST(Sampling, PenaltyHistoryAddsAndRemovesTokens) {
+  SamplingParams sp;
+  sp.presence_penalty = 0.5;
+  sp.frequency_penalty = 0.25;
+  sp.repetition_penalty = 2.0;
+  Penalties pen(sp, 4);
+  pen.SetPrompt(std::vector<int32_t>{3});
+  const std::vector<float> logits = {1.0f, -1.0f, 2.0f, -2.0f};
+  std::vector<float> out(4);
+  pen.Apply(logits.data(), out.data());
+  EXPECT_EQ(out, (std::vector<float>{1.0f, -1.0f, 2.0f, -4.0f})) << "the prompt: repetition only";
+  pen.Add(0);
+  pen.Add(0);
+  pen.Add(1);
+  pen.Apply(logits.data(), out.data());
+  // 0: 1 / 2 - 0.25 * 2 - 0.5; 1: -1 * 2 - 0.25 - 0.5.
+  EXPECT_EQ(out, (std::vector<float>{-0.5f, -2.75f, 2.0f, -4.0f}));
+  pen.Remove(0);
+  pen.Remove(1);
+  pen.Apply(logits.data(), out.data());
+  EXPECT_EQ(out, (std::vector<float>{-0.25f, -1.0f, 2.0f, -4.0f}));
+  EXPECT_THROW(pen.Remove(1), Error) << "removing a token the history does not hold";
+  EXPECT_THROW(pen.Add(4), Error) << "a token outside the vocabulary";
+  EXPECT_FALSE(Penalties(SamplingParams{}, 4).active());
+}
+
+TEST(Sampling, PenaltiesOutOfRangeAreErrorsNamingTheField) {
+  const auto message = [](SamplingParams sp) {
+    try {
+      ValidateSampling(sp);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  for (double bad : {-2.5, 2.01, double(NAN)}) {
+    SamplingParams sp;
+    sp.presence_penalty = bad;
+    EXPECT_NE(message(sp).find("presence_penalty must be in [-2, 2]"), std::string::npos) << message(sp);
+    sp = SamplingParams{};
+    sp.frequency_penalty = bad;
+    EXPECT_NE(message(sp).find("frequency_penalty must be in [-2, 2]"), std::string::npos) << message(sp);
+  }
+  for (double bad : {0.0, -1.0, double(INFINITY), double(NAN)}) {
+    SamplingParams sp;
+    sp.repetition_penalty = bad;
+    EXPECT_NE(message(sp).find("repetition_penalty must be a finite number > 0"), std::string::npos) << message(sp);
+  }
+}
+
 TEST(Sampling, ParsesSpecSamplingNamesAndRejectsOthers) {
   EXPECT_EQ(ParseSpecSampling("rejection"), SpecSampling::kRejection);
   EXPECT_EQ(ParseSpecSampling("reproducible"), SpecSampling::kReproducible);
@@ -376,6 +476,66 @@ TEST(Sampling, RequestsCarrySpecSamplingAndMinP) {
       EXPECT_EQ(e.Body()["error"]["param"], "spec_sampling");
     }
   }
+}
+
+// Requests carry the penalties under OpenAI's names, transformers' repetition_penalty and
+// llama.cpp's repeat_penalty; a bad value is a 400 naming the field.
+TEST(Sampling, RequestsCarryPenalties) {
+  const serve::OJson base = {{"model", "x"}, {"prompt", "hi"}};
+  serve::OJson body = base;
+  body["presence_penalty"] = 0.5;
+  body["frequency_penalty"] = -1.5;
+  body["repetition_penalty"] = 1.1;
+  serve::CompletionRequest r = serve::ParseCompletionRequest(body);
+  EXPECT_EQ(r.presence_penalty, 0.5);
+  EXPECT_EQ(r.frequency_penalty, -1.5);
+  EXPECT_EQ(r.repetition_penalty, 1.1);
+  body = base;
+  body["repeat_penalty"] = 1.2;
+  EXPECT_EQ(serve::ParseCompletionRequest(body).repetition_penalty, 1.2);
+  EXPECT_FALSE(serve::ParseCompletionRequest(base).repetition_penalty.has_value()) << "unset: the server's default";
+  const std::vector<std::pair<std::string, serve::OJson>> bad = {
+      {"presence_penalty", 2.5}, {"frequency_penalty", -3}, {"repetition_penalty", 0},
+      {"repeat_penalty", -1}, {"presence_penalty", "high"}};
+  for (const auto& [field, value] : bad) {
+    body = base;
+    body[field] = value;
+    try {
+      serve::ParseCompletionRequest(body);
+      ADD_FAILURE() << "accepted " << field << " = " << value.dump();
+    } catch (const serve::ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.Body()["error"]["param"], field);
+    }
+  }
+  body = base;
+  body["repetition_penalty"] = 1.1;
+  body["repeat_penalty"] = 1.2;
+  EXPECT_THROW(serve::ParseCompletionRequest(body), serve::ApiError) << "two different values under both names";
+}
+
+// generation_config.json's repetition_penalty is a default for greedy decoding too (transformers
+// applies it whether or not do_sample is set); a bad one is an error naming the file.
+TEST(Sampling, GenerationConfigSuppliesTheRepetitionPenalty) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "dflash_sampling_genconfig";
+  std::filesystem::create_directories(dir);
+  const auto write = [](const std::filesystem::path& file, const char* text) { std::ofstream(file) << text; };
+  write(dir / "config.json", R"({"eos_token_id": 2})");
+  write(dir / "generation_config.json", R"({"repetition_penalty": 1.05})");
+  ModelSource source;
+  source.path = dir.string();
+  GenerationDefaults d = LoadGenerationDefaults(source);
+  EXPECT_EQ(d.sampling.repetition_penalty, 1.05);
+  EXPECT_TRUE(d.sampling.greedy());
+  write(dir / "generation_config.json", R"({"repetition_penalty": 0})");
+  try {
+    LoadGenerationDefaults(source);
+    ADD_FAILURE() << "accepted repetition_penalty 0";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("generation_config.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("repetition_penalty"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

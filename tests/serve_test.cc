@@ -83,12 +83,12 @@ TEST(Request, RejectsWrongTypesAndRangesNamingTheField) {
 }
 
 TEST(Request, UnsupportedSamplingFieldsAreRejectedUnlessNoOps) {
-  for (const char* key : {"presence_penalty", "frequency_penalty"}) {
-    EXPECT_EQ(RejectedParam(Chat({{key, 0.5}})), key);
-    EXPECT_EQ(RejectedParam(Chat({{key, 0}})), "");
+  for (const char* key : {"presence_penalty", "frequency_penalty"}) {  // implemented: only out of range
+    EXPECT_EQ(RejectedParam(Chat({{key, 2.5}})), key);
+    EXPECT_EQ(RejectedParam(Chat({{key, 0.5}})), "");
   }
-  EXPECT_EQ(RejectedParam(Chat({{"repetition_penalty", 1.1}})), "repetition_penalty");
-  EXPECT_EQ(RejectedParam(Chat({{"repetition_penalty", 1}})), "");
+  EXPECT_EQ(RejectedParam(Chat({{"repetition_penalty", 0}})), "repetition_penalty");
+  EXPECT_EQ(RejectedParam(Chat({{"repetition_penalty", 1.1}})), "");
   EXPECT_EQ(RejectedParam(Chat({{"min_p", 1.5}})), "min_p");
   EXPECT_EQ(RejectedParam(Chat({{"logit_bias", {{"42", 5}}}})), "logit_bias");
   EXPECT_EQ(RejectedParam(Chat({{"logit_bias", OJson::object()}})), "");

@@ -13,6 +13,7 @@
 #include "io/quantize_store.h"
 #include "model/qwen3.h"
 #include "spec/generate.h"
+#include "spec/penalties.h"
 #include "testing/chi_square.h"
 #include "testing/kernel_scopes.h"
 #include "testing/random_model.h"
@@ -91,6 +92,62 @@ class NoisyDrafter : public Drafter {
   std::vector<float> logits_;
 };
 
+// Proposes the target's own raw logits (before penalties) for a reference continuation: with
+// the penalties applied to the draft's rows exactly as to the target's (same history: the
+// committed tokens and the drafts before the row), every draft of the reference is accepted.
+class OracleDrafter : public Drafter {
+ public:
+  // rows[i]: the target's logits predicting reference token i.
+  OracleDrafter(std::vector<std::vector<float>> rows, int prompt_len, int vocab)
+      : rows_(std::move(rows)), prompt_len_(prompt_len), vocab_(vocab), logits_(16 * vocab) {}
+  int max_block() const override { return 16; }
+  int max_append() const override { return 1 << 20; }
+  void AppendContext(const float*, int, int) override {}
+  void Propose(int32_t, int pos, int, int proposals) override {
+    for (int j = 0; j < proposals; ++j) {
+      const size_t i = static_cast<size_t>(pos + 1 + j - prompt_len_);
+      float* row = logits_.data() + static_cast<size_t>(j) * vocab_;
+      if (i < rows_.size()) {
+        std::copy(rows_[i].begin(), rows_[i].end(), row);
+      } else {
+        std::fill(row, row + vocab_, 0.0f);
+      }
+    }
+  }
+  const float* Logits(int j) const override { return logits_.data() + static_cast<size_t>(j) * vocab_; }
+
+ private:
+  std::vector<std::vector<float>> rows_;
+  int prompt_len_, vocab_;
+  std::vector<float> logits_;
+};
+
+// The target's raw logits predicting each token of `continuation` after `prompt`.
+std::vector<std::vector<float>> TargetRows(TargetModel& target, const std::vector<int32_t>& prompt,
+                                           const std::vector<int32_t>& continuation) {
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), continuation.begin(), continuation.end() - 1);
+  const int V = target.config().vocab_size;
+  std::vector<std::vector<float>> rows;
+  target.Truncate(0);
+  for (size_t at = 0; at < all.size(); at += target.max_rows()) {
+    const size_t n = std::min<size_t>(target.max_rows(), all.size() - at);
+    target.Forward({all.data() + at, n}, /*all_logits=*/true);
+    for (size_t r = 0; r < n; ++r) {
+      if (at + r + 1 >= prompt.size()) rows.emplace_back(target.Logits(static_cast<int>(r)), target.Logits(static_cast<int>(r)) + V);
+    }
+  }
+  target.Truncate(0);
+  return rows;
+}
+
+SamplingParams WithPenalties(SamplingParams s = {}) {
+  s.repetition_penalty = 1.3;
+  s.presence_penalty = 0.4;
+  s.frequency_penalty = 0.3;
+  return s;
+}
+
 TargetOptions Options(int capture_layers, int max_rows = 64, DType kv_type = DType::kF16) {
   TargetOptions o;
   o.kv_capacity = 512;
@@ -124,6 +181,70 @@ TEST(Spec, GreedyScriptedDraftIsBitIdenticalAtEveryAcceptanceLength) {
       EXPECT_GT(r.stats.accepted, 0);
     }
   }
+}
+
+// Penalties see, for each verify row and each draft row, the committed tokens and the drafts
+// before that row: greedy DFlash with penalties equals plain greedy with them at every acceptance
+// length, and a draft proposing the target's own logits is always accepted (greedy and
+// reproducible sampling), which holds only when the draft's rows are penalised like the target's.
+TEST(Spec, PenaltiesKeepDFlashLosslessAndApplyToTheDraftAlike) {
+  ThreadPool pool(2);
+  auto rt = MakeRandomTarget(97, 32, 2, 1);
+  Qwen3Model target(rt->config, rt->weights.store, Options(0), pool);
+  const std::vector<int32_t> prompt = {3, 14, 15, 92, 65, 35};
+  const int P = static_cast<int>(prompt.size());
+  GenerateOptions plain = AlwaysSpeculate(160);
+  const GenerateResult unpenalised = Generate(target, nullptr, prompt, plain);
+  plain.sampling = WithPenalties();
+  target.Truncate(0);
+  const GenerateResult ref = Generate(target, nullptr, prompt, plain);
+  ASSERT_EQ(ref.tokens.size(), 160u);
+  ASSERT_NE(ref.tokens, unpenalised.tokens) << "the penalties must change the output for this test to mean anything";
+  for (int B : {2, 5, 16}) {
+    SCOPED_TRACE("block " + std::to_string(B));
+    GenerateOptions spec = plain;
+    spec.block_size = B;
+    target.Truncate(0);
+    ScriptedDrafter scripted(ref.tokens, P, 97);
+    const GenerateResult r = Generate(target, &scripted, prompt, spec);
+    EXPECT_EQ(r.tokens, ref.tokens);
+    for (int k = 1; k <= B; ++k) EXPECT_GT(r.stats.accept_hist[k], 0) << "length " << k;
+  }
+
+  const std::vector<std::vector<float>> rows = TargetRows(target, prompt, ref.tokens);
+  // Where the penalties change the target's pick, an unpenalised draft row proposes another token.
+  int changed = 0;
+  for (size_t i = 0; i < rows.size(); ++i) changed += Sampler::Argmax(rows[i].data(), 97) != ref.tokens[i];
+  ASSERT_GT(changed, 20) << "the penalties rarely change the pick: the oracle check below would be weak";
+  for (int B : {4, 16}) {
+    SCOPED_TRACE("oracle, block " + std::to_string(B));
+    GenerateOptions spec = plain;
+    spec.block_size = B;
+    target.Truncate(0);
+    OracleDrafter oracle(rows, P, 97);
+    const GenerateResult r = Generate(target, &oracle, prompt, spec);
+    EXPECT_EQ(r.tokens, ref.tokens);
+    EXPECT_EQ(r.stats.accepted, r.stats.drafted) << "a draft row penalised unlike the target's row";
+  }
+
+  // Reproducible sampling: the same tokens as plain sampling, and the oracle is never refused.
+  GenerateOptions sampled = plain;
+  sampled.sampling = WithPenalties(SamplingParams{0.8, 0, 0.95, 7});
+  sampled.sampling.spec = SpecSampling::kReproducible;
+  target.Truncate(0);
+  const GenerateResult sampled_ref = Generate(target, nullptr, prompt, sampled);
+  GenerateOptions no_penalty = sampled;
+  no_penalty.sampling = SamplingParams{0.8, 0, 0.95, 7};
+  target.Truncate(0);
+  EXPECT_NE(Generate(target, nullptr, prompt, no_penalty).tokens, sampled_ref.tokens);
+  sampled.block_size = 16;
+  OracleDrafter sampled_oracle(TargetRows(target, prompt, sampled_ref.tokens), P, 97);
+  const GenerateResult r = Generate(target, &sampled_oracle, prompt, sampled);
+  EXPECT_EQ(r.tokens, sampled_ref.tokens);
+  EXPECT_EQ(r.stats.accepted, r.stats.drafted);
+  target.Truncate(0);
+  ScriptedDrafter scripted(sampled_ref.tokens, P, 97);
+  EXPECT_EQ(Generate(target, &scripted, prompt, sampled).tokens, sampled_ref.tokens);
 }
 
 // A target whose every Forward advances a scripted clock by 1 ms + 0.1 ms per extra row, so the
@@ -260,7 +381,150 @@ TEST(Spec, RealDraftWithWindowsAndSlidingLayersStaysLossless) {
       g.block_size = 16;
       const GenerateResult r = Generate(target, &draft, prompt, g);
       EXPECT_EQ(r.tokens, ref.tokens) << "window " << window << " chunk " << chunk;
+    }
+  }
+}
+
+// Wraps a windowed draft bound to a context the test can read. At every Propose it checks the
+// context holds the sink and one run of the most recent rows (more than `window` of them, and at
+// most 1.5 x `window` or `window` + the last append, DraftOptions' compaction), and that the draft's logits equal, bit for bit, those of an
+// unbounded draft given the features of exactly those rows at their positions.
+class WindowChecker : public Drafter {
+ public:
+  WindowChecker(DFlashDraft& windowed, const DraftContext& context, DFlashDraft& unbounded, int window, int sink,
+                int feature_width, int vocab)
+      : windowed_(windowed), context_(context), unbounded_(unbounded), window_(window), sink_(sink),
+        width_(feature_width), vocab_(vocab) {}
+  int max_block() const override { return windowed_.max_block(); }
+  int max_append() const override { return windowed_.max_append(); }
+  void AppendContext(const float* features, int n, int pos) override {
+    windowed_.AppendContext(features, n, pos);
+    last_append_ = n;
+    features_.resize(static_cast<size_t>(pos + n) * width_);
+    std::copy(features, features + static_cast<size_t>(n) * width_, features_.begin() + static_cast<size_t>(pos) * width_);
+  }
+  void Propose(int32_t anchor, int pos, int block, int proposals) override {
+    windowed_.Propose(anchor, pos, block, proposals);
+    const int n = context_.length;
+    const std::vector<int32_t> kept(context_.pos.begin(), context_.pos.begin() + n);
+    if (n < pos) {
+      ++windowed_cycles;
+      const int recent = n - sink_;
+      EXPECT_GT(recent, window_) << "at " << pos;
+      EXPECT_LE(recent, window_ + std::max(window_ / 2, last_append_)) << "at " << pos;
+      for (int i = 0; i < n; ++i) {
+        EXPECT_EQ(kept[i], i < sink_ ? i : pos - recent + (i - sink_)) << "context row " << i << " at " << pos;
+      }
+    } else {
+      for (int i = 0; i < n; ++i) EXPECT_EQ(kept[i], i) << "context row " << i << " before any compaction";
+    }
+    // The reference: the same rows, appended in runs of consecutive positions.
+    unbounded_.TruncateContext(0);
+    for (int i = 0; i < n;) {
+      int run = 1;
+      while (i + run < n && kept[i + run] == kept[i] + run && run < unbounded_.max_append()) ++run;
+      unbounded_.AppendContext(features_.data() + static_cast<size_t>(kept[i]) * width_, run, kept[i]);
+      i += run;
+    }
+    unbounded_.Propose(anchor, pos, block, proposals);
+    for (int j = 0; j < proposals; ++j) {
+      EXPECT_EQ(0, std::memcmp(windowed_.Logits(j), unbounded_.Logits(j), vocab_ * sizeof(float)))
+          << "row " << j << " at " << pos;
+    }
+  }
+  const float* Logits(int j) const override { return windowed_.Logits(j); }
+
+  int windowed_cycles = 0;  // cycles drafted with rows dropped from the context
+
+ private:
+  DFlashDraft& windowed_;
+  const DraftContext& context_;
+  DFlashDraft& unbounded_;
+  int window_, sink_, width_, vocab_;
+  int last_append_ = 0;
+  std::vector<float> features_;  // [position][F*H] every committed token's target features
+};
+
+// Token equality cannot see a draft context bug (output is lossless whatever the draft does), so
+// the draft's logits are compared with a reference at every cycle.
+TEST(Spec, WindowedDraftSeesItsSinkAndItsRecentRowsOnly) {
+  ThreadPool pool(2);
+  auto rt = MakeRandomTarget(97, 32, 4, 2);
+  auto rd = MakeRandomDraft(rt->config, 3, {0, 2, 3}, {6, 0, 6}, 3);
+  std::vector<int32_t> prompt(150);
+  for (int i = 0; i < 150; ++i) prompt[i] = (i * 37 + 5) % 96;
+  const int width = 3 * rt->config.decoder.hidden_size;
+  for (int window : {8, 40}) {
+    for (int chunk : {1, 16, 64}) {
+      SCOPED_TRACE("window " + std::to_string(window) + " chunk " + std::to_string(chunk));
+      TargetOptions o = Options(0, std::max(chunk, 16));
+      o.capture_layers = {0, 2, 3};
+      Qwen3Model target(rt->config, rt->weights.store, o, pool);
+      DraftOptions wopt;
+      wopt.max_append = o.max_rows;
+      wopt.window = window;
+      wopt.sink = 4;
+      wopt.own_context = false;
+      DFlashDraft windowed(rd->config, rd->weights.store, target, wopt, pool);
+      DraftContext context = windowed.NewContext();
+      windowed.Bind(&context);
+      DraftOptions uopt;
+      uopt.context_capacity = 512;
+      uopt.max_append = 64;
+      DFlashDraft unbounded(rd->config, rd->weights.store, target, uopt, pool);
+      WindowChecker checker(windowed, context, unbounded, window, 4, width, 97);
+      GenerateOptions g = AlwaysSpeculate(80);
+      const GenerateResult ref = Generate(target, nullptr, prompt, g);
+      target.Truncate(0);
+      g.block_size = 16;
+      const GenerateResult r = Generate(target, &checker, prompt, g);
+      EXPECT_EQ(r.tokens, ref.tokens);
+      EXPECT_EQ(checker.windowed_cycles, r.stats.cycles) << "every cycle runs past the window";
       EXPECT_GT(r.stats.cycles, 0);
+    }
+  }
+}
+
+// A sliding draft layer (causal, window w) lets block row r at position q see the context rows
+// at positions > q - w and block rows 0..r. Checked against a full-attention causal layer given
+// only those context rows, on a one-layer draft (so no other row's window mixes in).
+TEST(Spec, SlidingDraftLayerSeesOnlyItsWindow) {
+  ThreadPool pool(2);
+  auto rt = MakeRandomTarget(97, 32, 4, 2);
+  constexpr int kWindow = 20, kContext = 60, B = 16;
+  auto sliding = MakeRandomDraft(rt->config, 1, {0, 2, 3}, {kWindow}, 4);
+  auto full = MakeRandomDraft(rt->config, 1, {0, 2, 3}, {0}, 4);  // the same weights: same seed
+  full->config.layer_causal = {true};
+  TargetOptions o = Options(0);
+  o.capture_layers = {0, 2, 3};
+  Qwen3Model target(rt->config, rt->weights.store, o, pool);
+  std::vector<int32_t> prompt(kContext);
+  for (int i = 0; i < kContext; ++i) prompt[i] = (i * 29 + 3) % 96;
+  target.Forward(prompt, /*all_logits=*/false);
+  const int width = 3 * rt->config.decoder.hidden_size;
+  const std::vector<float> features(target.Features(0), target.Features(0) + static_cast<size_t>(kContext) * width);
+  DraftOptions dopt;
+  dopt.context_capacity = 128;
+  dopt.max_append = 64;
+  DFlashDraft draft(sliding->config, sliding->weights.store, target, dopt, pool);
+  DFlashDraft reference(full->config, full->weights.store, target, dopt, pool);
+  draft.AppendContext(features.data(), kContext, 0);
+  draft.Propose(11, kContext, B, B - 1);
+  reference.AppendContext(features.data(), kContext, 0);
+  reference.Propose(11, kContext, B, B - 1);
+  const size_t V = 97;
+  double window_effect = 0;
+  for (int j = 0; j < B - 1; ++j) {
+    for (size_t t = 0; t < V; ++t) window_effect = std::max(window_effect, double(std::fabs(draft.Logits(j)[t] - reference.Logits(j)[t])));
+  }
+  ASSERT_GT(window_effect, 1e-3) << "the window must change what a sliding layer sees";
+  for (int r = 1; r < B; ++r) {
+    const int first = kContext + r - kWindow + 1;  // the first context position row r sees
+    reference.TruncateContext(0);
+    reference.AppendContext(features.data() + static_cast<size_t>(first) * width, kContext - first, first);
+    reference.Propose(11, kContext, B, B - 1);
+    for (size_t t = 0; t < V; ++t) {
+      EXPECT_NEAR(draft.Logits(r - 1)[t], reference.Logits(r - 1)[t], 1e-5) << "block row " << r << " token " << t;
     }
   }
 }
@@ -343,26 +607,36 @@ TEST(Spec, GreedyDFlashEqualsPlainOnQuantisedWeights) {
 std::map<std::vector<int32_t>, double> ExactJoint(Qwen3Model& target, const std::vector<int32_t>& prompt,
                                                   const SamplingParams& sp, int vocab) {
   Sampler s(sp, vocab);
-  std::vector<float> p0(vocab), p1(vocab), p2(vocab);
+  Penalties penalties(sp, vocab);
+  penalties.SetPrompt(prompt);
+  std::vector<float> p0(vocab), p1(vocab), p2(vocab), penalised(vocab);
+  const auto probabilities = [&](float* probs) {
+    penalties.Apply(target.Logits(0), penalised.data());
+    s.Probabilities(penalised.data(), probs);
+  };
   std::map<std::vector<int32_t>, double> joint;
   target.Truncate(0);
   target.Forward(prompt, false);
-  s.Probabilities(target.Logits(0), p0.data());
+  probabilities(p0.data());
   const int base = target.kv_length();
   for (int a = 0; a < vocab; ++a) {
     if (p0[a] == 0) continue;
     target.Truncate(base);
     target.Forward({&a, 1}, false);
-    s.Probabilities(target.Logits(0), p1.data());
+    penalties.Add(a);
+    probabilities(p1.data());
     for (int b = 0; b < vocab; ++b) {
       if (p1[b] == 0) continue;
       target.Truncate(base + 1);
       target.Forward({&b, 1}, false);
-      s.Probabilities(target.Logits(0), p2.data());
+      penalties.Add(b);
+      probabilities(p2.data());
+      penalties.Remove(b);
       for (int c = 0; c < vocab; ++c) {
         if (p2[c] > 0) joint[{a, b, c}] = static_cast<double>(p0[a]) * p1[b] * p2[c];
       }
     }
+    penalties.Remove(a);
   }
   return joint;
 }
@@ -410,20 +684,25 @@ TEST(Spec, SampledDFlashEqualsPlainSampledForTheSameSeed) {
 }
 
 // Both ways of accepting sampled drafts (spec/sampler.h) give the target's distribution at every
-// drafted position, jointly with the tokens before it.
+// drafted position, jointly with the tokens before it, penalties included. The expectation is
+// computed with the Sampler and Penalties this loop uses: tests/goldens/sampling checks those
+// against transformers' logits processors.
 TEST(Spec, SampledDFlashMatchesTargetDistributionAtDraftedPositions) {
   ThreadPool pool(1);
   const int V = 8;
   auto rt = MakeRandomTarget(V, 16, 2, 5, 0.5f);
   Qwen3Model target(rt->config, rt->weights.store, Options(0), pool);
   const std::vector<int32_t> prompt = {1, 2, 3};
-  for (const auto& [temp, top_k, top_p] : std::vector<std::tuple<double, int, double>>{{1.0, 0, 1.0}, {0.7, 5, 0.9}}) {
+  for (const auto& [temp, top_k, top_p, penalised] :
+       std::vector<std::tuple<double, int, double, bool>>{{1.0, 0, 1.0, false}, {0.7, 5, 0.9, false}, {1.0, 0, 1.0, true}}) {
     SamplingParams sp{temp, top_k, top_p, 0};
+    // Strong penalties on 8 tokens: a generated token's probability moves a lot.
+    if (penalised) sp = WithPenalties(sp);
     const auto joint = ExactJoint(target, prompt, sp, V);
     const int trials = 20000;
     NoisyDrafter drafter(V, 11);
     for (SpecSampling mode : {SpecSampling::kRejection, SpecSampling::kReproducible}) {
-      SCOPED_TRACE(std::string(SpecSamplingName(mode)) + " temp " + std::to_string(temp));
+      SCOPED_TRACE(std::string(SpecSamplingName(mode)) + " temp " + std::to_string(temp) + (penalised ? " penalties" : ""));
       std::map<std::vector<int32_t>, int> seen;
       for (int t = 0; t < trials; ++t) {
         target.Truncate(0);

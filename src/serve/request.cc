@@ -106,10 +106,6 @@ class Fields {
 void RejectUnsupported(const Fields& f) {
   if (auto n = f.Int("n", 1, 128); n && *n != 1) Unsupported("n", " (only n = 1)");
   if (auto v = f.Int("best_of", 1, 128); v && *v != 1) Unsupported("best_of", " (only 1)");
-  for (const char* key : {"presence_penalty", "frequency_penalty"}) {
-    if (auto v = f.Number(key, -2, 2); v && *v != 0) Unsupported(key, " (only 0)");
-  }
-  if (auto v = f.Number("repetition_penalty", 0, 1e9, true); v && *v != 1) Unsupported("repetition_penalty", " (only 1)");
   if (auto v = f.Number("typical_p", 0, 1, true); v && *v != 1) Unsupported("typical_p", " (only 1)");
   if (const OJson* b = f.Object("logit_bias"); b && !b->empty()) Unsupported("logit_bias", "");
   if (const OJson* lp = f.Get("logprobs")) {
@@ -140,6 +136,15 @@ GenerationRequest ParseCommon(const Fields& f) {
   r.top_p = f.Number("top_p", 0, 1, /*lo_open=*/true);
   if (auto k = f.Int("top_k", 0, 1 << 24)) r.top_k = static_cast<int>(*k);
   r.min_p = f.Number("min_p", 0, 1);
+  r.presence_penalty = f.Number("presence_penalty", -2, 2);
+  r.frequency_penalty = f.Number("frequency_penalty", -2, 2);
+  r.repetition_penalty = f.Number("repetition_penalty", 0, 1e9, /*lo_open=*/true);
+  if (auto repeat = f.Number("repeat_penalty", 0, 1e9, /*lo_open=*/true)) {
+    if (r.repetition_penalty && *r.repetition_penalty != *repeat) {
+      throw BadRequest("'repetition_penalty' and 'repeat_penalty' (its llama.cpp name) differ", "repeat_penalty");
+    }
+    r.repetition_penalty = repeat;
+  }
   if (auto s = f.String("spec_sampling")) {
     try {
       r.spec_sampling = ParseSpecSampling(*s);

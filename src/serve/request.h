@@ -1,7 +1,7 @@
 // OpenAI request bodies -> typed requests. Every field we read is type-checked and range-checked
 // here (errors name the field: 400 invalid_request_error with "param"); unknown fields are
 // ignored, as OpenAI-compatible servers do; sampling and output fields we do not implement
-// (penalties, logit_bias, logprobs, n > 1, ...) are rejected when set to anything but their
+// (logit_bias, logprobs, n > 1, typical_p, ...) are rejected when set to anything but their
 // no-op value, never silently dropped.
 #pragma once
 
@@ -24,6 +24,9 @@ struct GenerationRequest {
   bool include_usage = false;         // stream_options.include_usage
   std::optional<int> max_tokens;      // max_completion_tokens or max_tokens
   std::optional<double> temperature, top_p, min_p;
+  // OpenAI's presence_penalty and frequency_penalty in [-2, 2]; repetition_penalty > 0
+  // (transformers' and vLLM's name; llama.cpp's repeat_penalty is the same): spec/penalties.h.
+  std::optional<double> presence_penalty, frequency_penalty, repetition_penalty;
   std::optional<SpecSampling> spec_sampling;  // "rejection" | "reproducible" (spec/sampler.h)
   std::optional<int> top_k;
   std::optional<uint64_t> seed;

@@ -219,6 +219,9 @@ Job Server::Impl::NewJob(const GenerationRequest& r, const char* object, const c
   if (r.top_p) g.sampling.top_p = *r.top_p;
   if (r.top_k) g.sampling.top_k = *r.top_k;
   if (r.min_p) g.sampling.min_p = *r.min_p;
+  if (r.presence_penalty) g.sampling.presence_penalty = *r.presence_penalty;
+  if (r.frequency_penalty) g.sampling.frequency_penalty = *r.frequency_penalty;
+  if (r.repetition_penalty) g.sampling.repetition_penalty = *r.repetition_penalty;
   if (r.spec_sampling) g.sampling.spec = *r.spec_sampling;
   if (r.seed) {
     g.sampling.seed = *r.seed;

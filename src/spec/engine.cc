@@ -62,6 +62,13 @@ GenerationDefaults LoadGenerationDefaults(const ModelSource& source) {
     d.sampling.top_p = g.Get<double>("top_p", 1.0);
     d.sampling.min_p = g.Get<double>("min_p", 0.0);
   }
+  // transformers applies the repetition penalty to greedy decoding as well.
+  d.sampling.repetition_penalty = g.Get<double>("repetition_penalty", 1.0);
+  try {
+    ValidateSampling(d.sampling);
+  } catch (const Error& e) {
+    Fail(path, ": ", e.what());
+  }
   return d;
 }
 

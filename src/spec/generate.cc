@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "spec/penalties.h"
 
 namespace dflash {
 
@@ -40,10 +41,12 @@ class Decoder {
         hooks_(hooks),
         vocab_(target.config().vocab_size),
         sampler_(options.sampling, vocab_),
+        penalties_(options.sampling, vocab_),
         rejection_(!options.sampling.greedy() && options.sampling.spec == SpecSampling::kRejection) {
     const int B = std::max(1, options.block_size);
     result_.stats.accept_hist.assign(B + 1, 0);
     if (!options.sampling.greedy()) probs_.resize(vocab_);
+    if (penalties_.active()) penalised_.resize(vocab_);
     if (rejection_ && drafter_ && B > 1) {
       q_.resize(static_cast<size_t>(B - 1) * vocab_);
       residual_.resize(vocab_);
@@ -56,6 +59,12 @@ class Decoder {
  private:
   double Now() const { return hooks_.clock_ms ? hooks_.clock_ms() : SteadyMs(); }
   double MsSince(double t) const { return Now() - t; }
+  // logits with the penalties of the current history applied (spec/penalties.h), in
+  // penalised_, or logits themselves when no penalty is set.
+  const float* Penalised(const float* logits);
+  // Makes the penalties' history the committed tokens plus the block's first `n` drafts: the
+  // history of the row that predicts the token after drafted_[n], in the draft and the verify.
+  void DraftsInHistory(int n);
   // The token for sequence position `position` (sampling is coupled to it: spec/sampler.h).
   int32_t Pick(const float* logits, int64_t position);
   // The draft's token for position `position` from its logits row j: its own Pick, or under
@@ -77,17 +86,32 @@ class Decoder {
   const GenerateHooks& hooks_;
   const int vocab_;
   Sampler sampler_;
+  Penalties penalties_;
+  int drafts_in_history_ = 0;  // drafted_[1, n] are in penalties_' history besides the committed tokens
   const bool rejection_;  // sampled with SpecSampling::kRejection
   GenerateResult result_;
   int32_t pending_ = -1;
   double last_draft_ms_ = 0, last_verify_ms_ = 0;  // the latest cycle's, for the policy
   std::vector<int32_t> drafted_;      // [B+1] block: pending + drafted tokens, then the next
   std::vector<float> probs_;          // [V] the distribution a sampled Pick draws from
+  std::vector<float> penalised_;      // [V] penalties: the row being picked from, penalised
   std::vector<float> q_;              // [B-1][V] rejection sampling: the draft's distributions
   std::vector<float> residual_;       // [V] rejection sampling: max(0, p - q)
 };
 
+const float* Decoder::Penalised(const float* logits) {
+  if (!penalties_.active()) return logits;
+  penalties_.Apply(logits, penalised_.data());
+  return penalised_.data();
+}
+
+void Decoder::DraftsInHistory(int n) {
+  for (; drafts_in_history_ < n; ++drafts_in_history_) penalties_.Add(drafted_[drafts_in_history_ + 1]);
+  for (; drafts_in_history_ > n; --drafts_in_history_) penalties_.Remove(drafted_[drafts_in_history_]);
+}
+
 int32_t Decoder::Pick(const float* logits, int64_t position) {
+  logits = Penalised(logits);
   if (sampler_.params().greedy()) return Sampler::Argmax(logits, vocab_);
   sampler_.Probabilities(logits, probs_.data());
   return sampler_.DrawAt(probs_.data(), position);
@@ -96,7 +120,7 @@ int32_t Decoder::Pick(const float* logits, int64_t position) {
 int32_t Decoder::Propose(int j, int64_t position) {
   if (!rejection_) return Pick(drafter_->Logits(j), position);
   float* q = q_.data() + static_cast<size_t>(j) * vocab_;
-  sampler_.Probabilities(drafter_->Logits(j), q);
+  sampler_.Probabilities(Penalised(drafter_->Logits(j)), q);
   return sampler_.DrawAt(q, position, Stream::kDraft);
 }
 
@@ -104,9 +128,11 @@ int Decoder::AcceptByMatch(int rows, int pos, int32_t* next) {
   // A draft is accepted while it is the token the target picks at its position (greedy or
   // coupled sampling alike: spec/sampler.h), and the target's pick where they part is the next.
   int accepted = 0;
+  DraftsInHistory(0);
   *next = Pick(target_.Logits(0), pos + 1);
   while (accepted < rows - 1 && *next == drafted_[accepted + 1]) {
     ++accepted;
+    DraftsInHistory(accepted);
     *next = Pick(target_.Logits(accepted), pos + 1 + accepted);
   }
   return accepted;
@@ -114,7 +140,8 @@ int Decoder::AcceptByMatch(int rows, int pos, int32_t* next) {
 
 int Decoder::AcceptByRejection(int rows, int pos, int32_t* next) {
   for (int i = 0; i < rows - 1; ++i) {
-    sampler_.Probabilities(target_.Logits(i), probs_.data());
+    DraftsInHistory(i);
+    sampler_.Probabilities(Penalised(target_.Logits(i)), probs_.data());
     const float* q = q_.data() + static_cast<size_t>(i) * vocab_;
     const Verdict v = sampler_.AcceptOrResample(probs_.data(), q, drafted_[i + 1], pos + 1 + i, residual_.data());
     if (!v.accepted) {
@@ -122,12 +149,15 @@ int Decoder::AcceptByRejection(int rows, int pos, int32_t* next) {
       return i;
     }
   }
+  DraftsInHistory(rows - 1);
   *next = Pick(target_.Logits(rows - 1), pos + rows);  // every draft accepted: the bonus, from p
   return rows - 1;
 }
 
 bool Decoder::Commit(std::span<const int32_t> tokens) {
+  const size_t before = result_.tokens.size();
   const std::optional<FinishReason> end = CommitTokens(tokens, opt_, hooks_.sink, result_.tokens);
+  for (size_t i = before; i < result_.tokens.size(); ++i) penalties_.Add(result_.tokens[i]);
   if (end) result_.finish_reason = *end;
   return !end;
 }
@@ -165,13 +195,17 @@ std::span<const int32_t> Decoder::SpeculativeCycle(int B, int rows) {
   const double t0 = Now();
   drafter_->Propose(pending_, pos, B, rows - 1);
   drafted_[0] = pending_;
-  for (int j = 0; j < rows - 1; ++j) drafted_[j + 1] = Propose(j, pos + 1 + j);
+  for (int j = 0; j < rows - 1; ++j) {
+    DraftsInHistory(j);
+    drafted_[j + 1] = Propose(j, pos + 1 + j);
+  }
   last_draft_ms_ = MsSince(t0);
 
   const double t1 = Now();
   target_.Forward({drafted_.data(), static_cast<size_t>(rows)}, /*all_logits=*/true);
   int32_t next;
   const int accepted = rejection_ ? AcceptByRejection(rows, pos, &next) : AcceptByMatch(rows, pos, &next);
+  DraftsInHistory(0);  // Commit adds the tokens the cycle commits
   // Keep the KV of the pending token and the accepted drafts; the rest was speculative.
   target_.Truncate(pos + accepted + 1);
   drafter_->AppendContext(target_.Features(0), accepted + 1, pos);
@@ -207,6 +241,7 @@ GenerateResult Decoder::Run(std::span<const int32_t> prompt) {
     st.cached_tokens = target_.kv_length();
   }
   st.prompt_tokens = n;
+  penalties_.SetPrompt(prompt);
 
   const double start = Now();
   const bool prefilled = Prefill(prompt);

@@ -25,6 +25,15 @@ void ValidateSampling(const SamplingParams& p) {
   if (p.top_k < 0) Fail("top_k must be >= 0, got ", p.top_k);
   if (!(p.top_p > 0 && p.top_p <= 1)) Fail("top_p must be in (0, 1], got ", p.top_p);
   if (!(p.min_p >= 0 && p.min_p <= 1)) Fail("min_p must be in [0, 1], got ", p.min_p);
+  if (!(p.presence_penalty >= -2 && p.presence_penalty <= 2)) {
+    Fail("presence_penalty must be in [-2, 2], got ", p.presence_penalty);
+  }
+  if (!(p.frequency_penalty >= -2 && p.frequency_penalty <= 2)) {
+    Fail("frequency_penalty must be in [-2, 2], got ", p.frequency_penalty);
+  }
+  if (!(p.repetition_penalty > 0) || !std::isfinite(p.repetition_penalty)) {
+    Fail("repetition_penalty must be a finite number > 0, got ", p.repetition_penalty);
+  }
 }
 
 namespace {

@@ -59,8 +59,16 @@ struct SamplingParams {
   double top_p = 1.0;        // 1: off
   uint64_t seed = 0;
   double min_p = 0.0;        // 0: off
+  // Penalties on the logits, before temperature (spec/penalties.h): OpenAI's presence and
+  // frequency penalties over the generated tokens, in [-2, 2] (0: off), and transformers'
+  // repetition penalty over the prompt and the generated tokens, > 0 (1: off). They apply to
+  // greedy decoding too.
+  double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
+  double repetition_penalty = 1.0;
   SpecSampling spec = SpecSampling::kRejection;
   bool greedy() const { return temperature < kGreedyBelow; }
+  bool penalised() const { return presence_penalty != 0 || frequency_penalty != 0 || repetition_penalty != 1; }
   // Whether DFlash output equals plain output token for token for the same seed.
   bool same_tokens_as_plain() const { return greedy() || spec == SpecSampling::kReproducible; }
 };

@@ -166,6 +166,24 @@ def test_greedy_http_equals_generate(server):
     assert r.choices[0].message.content == detok["content"]
 
 
+def test_penalties_http_equal_generate_flags(server):
+    # The same penalties through the CLI's flags and a request's fields give the same greedy reply,
+    # and they change it (the toy model repeats itself).
+    pen = {"presence_penalty": 0.3, "frequency_penalty": 0.5, "repeat_penalty": 1.3}
+    out = subprocess.run([BIN, "generate", "-m", str(PAIR / "target"), "-d", str(PAIR / "draft"), "--chat",
+                          "-p", USER[0]["content"], "-n", "48", "--json", "--threads", "1",
+                          "--presence-penalty", "0.3", "--frequency-penalty", "0.5", "--repeat-penalty", "1.3"],
+                         capture_output=True, text=True, check=True)
+    ref = json.loads(out.stdout)
+    c = server.client()
+    r = c.chat.completions.create(model="m", messages=USER, max_tokens=48, temperature=0, extra_body=pen)
+    plain = c.chat.completions.create(model="m", messages=USER, max_tokens=48, temperature=0)
+    tokens = ref["tokens"][:-1] if ref["finish_reason"] == "stop" else ref["tokens"]
+    _, detok = server.json("POST", "/detokenize", {"tokens": tokens})
+    assert r.choices[0].message.content == detok["content"]
+    assert r.choices[0].message.content != plain.choices[0].message.content
+
+
 def test_completions_plain_and_streamed(server):
     c = server.client()
     r = c.completions.create(model="m", prompt="import os\n", max_tokens=20, temperature=0)
@@ -359,7 +377,7 @@ def test_errors(server, strict_server):
     assert e.param == "max_tokens"
     e = expect_error(lambda: c.chat.completions.create(model="m", messages=USER, temperature=5), openai.BadRequestError, 400)
     assert e.param == "temperature"
-    e = expect_error(lambda: c.chat.completions.create(model="m", messages=USER, presence_penalty=1.0),
+    e = expect_error(lambda: c.chat.completions.create(model="m", messages=USER, presence_penalty=3.0),
                      openai.BadRequestError, 400)
     assert e.param == "presence_penalty"
     e = expect_error(lambda: c.chat.completions.create(model="m", messages=[{"role": "user", "content": "word " * 1500}]),
