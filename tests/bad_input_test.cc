@@ -16,61 +16,32 @@
 #include "core/error.h"
 #include "io/json_file.h"
 #include "spec/engine.h"
+#include "testing/files.h"
 
 namespace dflash {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kFixtures = fs::path(DFLASH_SOURCE_DIR) / "tests" / "fixtures";
+using testing::WriteAll;
+const fs::path& kFixtures = testing::kFixturesDir;
 
-std::string ReadAll(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void WriteAll(const fs::path& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << s;
-}
-
-class BadInput : public ::testing::Test {
+// A fresh copy of the tiny pair as dir/target and dir/draft.
+class BadInput : public testing::ScratchDirTest {
  protected:
   void SetUp() override {
-    if (!fs::exists(kFixtures / "qwen3-tiny") || !fs::exists(kFixtures / "dflash-tiny")) {
-      GTEST_FAIL() << "fixtures missing: run `make goldens` to create tests/fixtures";
-    }
-    dir_ = fs::temp_directory_path() / ("dflash_bad_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    fs::copy(kFixtures / "qwen3-tiny", dir_ / "target", fs::copy_options::recursive);
-    fs::copy(kFixtures / "dflash-tiny", dir_ / "draft", fs::copy_options::recursive);
+    ScratchDirTest::SetUp();
+    CopyFixture("qwen3-tiny", "target");
+    CopyFixture("dflash-tiny", "draft");
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
-  // Rewrites the safetensors header of dir/model.safetensors through `edit`, keeping the data.
-  template <class Edit>
-  void EditHeader(const std::string& which, const Edit& edit) {
-    const fs::path file = dir_ / which / "model.safetensors";
-    const std::string bytes = ReadAll(file);
-    uint64_t n = 0;
-    std::memcpy(&n, bytes.data(), 8);
-    Json header = Json::parse(bytes.substr(8, n));
-    edit(header);
-    std::string h = header.dump();
-    const uint64_t m = h.size();
-    std::string out(reinterpret_cast<const char*>(&m), 8);
-    WriteAll(file, out + h + bytes.substr(8 + n));
+  // Rewrites the safetensors header of dir/which/model.safetensors through `edit`, keeping the data.
+  void EditHeader(const std::string& which, const std::function<void(Json&)>& edit) {
+    testing::EditSafetensorsHeader(dir_ / which / "model.safetensors", edit);
   }
 
   void EditConfig(const std::string& which, const std::function<void(Json&)>& edit) {
-    const fs::path file = dir_ / which / "config.json";
-    Json j = Json::parse(ReadAll(file));
-    edit(j);
-    WriteAll(file, j.dump(2));
+    testing::EditJsonFile(dir_ / which / "config.json", edit);
   }
 
   // Loading must throw an Error whose message contains every one of `needles`.
@@ -87,8 +58,6 @@ class BadInput : public ::testing::Test {
       for (const std::string& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
     }
   }
-
-  fs::path dir_;
 };
 
 TEST_F(BadInput, MissingTensorIsNamed) {

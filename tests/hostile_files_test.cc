@@ -27,80 +27,41 @@
 #include "model/gguf_config.h"
 #include "spec/engine.h"
 #include "text/tokenizer.h"
+#include "testing/files.h"
 
 namespace dflash {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kTests = fs::path(DFLASH_SOURCE_DIR) / "tests";
-const fs::path kFixtures = kTests / "fixtures";
+using testing::ErrorOf;
+using testing::ExpectMentions;
+using testing::ReadAll;
+using testing::WriteAll;
+
+const fs::path& kTests = testing::kTestsDir;
+const fs::path& kFixtures = testing::kFixturesDir;
 
 // Long enough that a message quoting it whole is obviously unbounded.
 constexpr size_t kLong = 100'000;
 // What a message that names file, field and value needs, with room to spare.
 constexpr size_t kShortMessage = 600;
 
-std::string ReadAll(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void WriteAll(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary | std::ios::trunc) << s; }
-
 // `depth` nested arrays around 1, as JSON text.
 std::string DeepArray(int depth) { return std::string(depth, '[') + "1" + std::string(depth, ']'); }
 
-// The message of the Error `f` throws; fails the test when it throws nothing.
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
-
-void ExpectMentions(const std::string& msg, std::initializer_list<std::string> needles) {
-  for (const std::string& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' not in: " << msg;
-}
-
 // A fresh copy of fixtures under a per-test temporary directory.
-class HostileFiles : public ::testing::Test {
+class HostileFiles : public testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("dflash_hostile_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path Copy(const std::string& fixture) {
-    if (!fs::exists(kFixtures / fixture)) ADD_FAILURE() << "fixture " << fixture << " missing: run `make goldens`";
-    fs::copy(kFixtures / fixture, dir_ / fixture, fs::copy_options::recursive);
-    return dir_ / fixture;
-  }
+  fs::path Copy(const std::string& fixture) { return CopyFixture(fixture); }
 
   // Rewrites the JSON header of model/model.safetensors through `edit`, keeping the data.
   static void EditHeader(const fs::path& model, const std::function<void(Json&)>& edit) {
-    const fs::path file = model / "model.safetensors";
-    const std::string bytes = ReadAll(file);
-    uint64_t n = 0;
-    std::memcpy(&n, bytes.data(), 8);
-    Json header = Json::parse(bytes.substr(8, n));
-    edit(header);
-    WriteHeader(file, header.dump(), bytes.substr(8 + n));
+    testing::EditSafetensorsHeader(model / "model.safetensors", edit);
   }
   static void WriteHeader(const fs::path& file, const std::string& header, const std::string& data) {
-    const uint64_t m = header.size();
-    WriteAll(file, std::string(reinterpret_cast<const char*>(&m), 8) + header + data);
+    testing::WriteSafetensors(file, header, data);
   }
-
-  fs::path dir_;
 };
 
 // --- Shapes from files -------------------------------------------------------------------
