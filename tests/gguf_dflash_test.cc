@@ -1,12 +1,14 @@
 // GGUF in llama.cpp's names beyond the Qwen3 target (tests/gguf_test.cc): DFlash drafts under
 // both architecture names ("dflash", "dflash-draft") and a GGUF's own tokenizer.ggml.*.
-// tools/make_gguf_dflash_fixtures.py wrote every file with the gguf package; the draft's
+// tools/make_gguf_dflash_fixtures.py wrote most files with the gguf package, and
+// tools/make_llamacpp_dflash_gguf.py the *.llamacpp.gguf drafts with llama.cpp's converter; the draft's
 // reference is z-lab's output for the same weights (tests/goldens/dflash-tiny.safetensors), and
 // the tokenizer's is the `tokenizers` library on the same vocabulary.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 
@@ -53,18 +55,18 @@ Engine PairEngine(const std::string& draft_file, int prefill_chunk) {
   return Engine(eo);
 }
 
-// The "dflash" file holds z-lab's f32 draft: the same block logits as z-lab computed, to
-// golden_test's tolerance, and z-lab's greedy speculative output token for token.
-TEST(GgufDraft, DflashArchitectureMatchesZlabGoldens) {
-  TensorStore golden("dflash-tiny golden");
-  AddSafetensorsFile((kTests / "goldens" / "dflash-tiny.safetensors").string(), golden);
-  Engine engine = PairEngine("dflash-tiny.dflash.gguf", 64);
+// An f32 GGUF of a fixture draft: the same block logits as z-lab computed for the safetensors
+// draft, to golden_test's tolerance, and z-lab's greedy speculative output token for token
+// (which is also plain greedy's: checked here too).
+void ExpectZlabGoldens(const std::string& draft_file, const std::string& golden_name) {
+  TensorStore golden(golden_name + " golden");
+  AddSafetensorsFile((kTests / "goldens" / (golden_name + ".safetensors")).string(), golden);
+  Engine engine = PairEngine(draft_file, 64);
   const std::vector<int32_t> ctx = I32(golden, "block.context");
   const std::vector<float> ref = F32(golden, "block.logits");
   const int n = static_cast<int>(ctx.size());
   const int B = engine.draft_config()->block_size;
   const size_t V = engine.target_config().decoder.vocab_size;
-  ASSERT_EQ(B, 16);
   ASSERT_EQ(ref.size(), (B - 1) * V);
   engine.target().Truncate(0);
   engine.target().Forward(ctx, /*all_logits=*/false);
@@ -77,17 +79,86 @@ TEST(GgufDraft, DflashArchitectureMatchesZlabGoldens) {
   float worst = 0;
   for (int j = 0; j < B - 1; ++j)
     for (size_t v = 0; v < V; ++v) worst = std::max(worst, std::fabs(draft.Logits(j)[v] - ref[j * V + v]));
-  EXPECT_LT(worst, 2e-4f);
+  EXPECT_LT(worst, 2e-4f) << draft_file;
 
   TensorStore target_golden("qwen3-tiny golden");
   AddSafetensorsFile((kTests / "goldens" / "qwen3-tiny.safetensors").string(), target_golden);
+  const std::vector<int32_t> prompt = I32(target_golden, "prompt1.ids");
   GenerateOptions go;
   go.max_new_tokens = static_cast<int>(I32(golden, "spec.output").size());
   go.ignore_stop = true;
   go.block_size = B;
   go.policy = SpecPolicy::kAlways;
-  Engine spec = PairEngine("dflash-tiny.dflash.gguf", 5);
-  EXPECT_EQ(spec.Generate(I32(target_golden, "prompt1.ids"), go).tokens, I32(golden, "spec.output"));
+  Engine spec = PairEngine(draft_file, 5);
+  EXPECT_EQ(spec.Generate(prompt, go).tokens, I32(golden, "spec.output")) << draft_file;
+  go.block_size = 1;
+  EXPECT_EQ(spec.Generate(prompt, go).tokens, I32(golden, "spec.output")) << draft_file << ": plain greedy";
+}
+
+TEST(GgufDraft, DflashArchitectureMatchesZlabGoldens) {
+  ExpectZlabGoldens("dflash-tiny.dflash.gguf", "dflash-tiny");
+}
+
+// Files written by llama.cpp's own convert_hf_to_gguf.py (tools/make_llamacpp_dflash_gguf.py):
+// fc / enc.output_norm, dflash.target_layers = z-lab's ids + 1, tokenizer.ggml.mask_token_id,
+// and for dflash-sliding the per-layer sliding_window_pattern.
+TEST(GgufDraft, LlamaCppConvertedDraftsMatchZlabGoldens) {
+  ExpectZlabGoldens("dflash-tiny.llamacpp.gguf", "dflash-tiny");
+  ExpectZlabGoldens("dflash-sliding.llamacpp.gguf", "dflash-sliding");
+}
+
+// The converted f32 file is the safetensors draft: the same configuration, and every tensor
+// under the same name with the same shape and bytes.
+TEST(GgufDraft, LlamaCppConvertedDraftsAreTheSafetensorsDrafts) {
+  for (const std::string name : {"dflash-tiny", "dflash-sliding"}) {
+    const std::string path = (kGguf / (name + ".llamacpp.gguf")).string();
+    const GgufModel gguf = LoadGguf(path);
+    const DraftConfig a = DraftConfigFromGguf(gguf, path);
+    const DraftConfig b = LoadDraftConfig((kTests / "fixtures" / name).string());
+    EXPECT_EQ(a.block_size, b.block_size) << name;
+    EXPECT_EQ(a.mask_token_id, b.mask_token_id) << name;
+    EXPECT_EQ(a.target_layer_ids, b.target_layer_ids) << name;
+    EXPECT_EQ(a.layer_causal, b.layer_causal) << name;
+    EXPECT_EQ(a.decoder.layer_window, b.decoder.layer_window) << name;
+    EXPECT_EQ(a.decoder.num_layers, b.decoder.num_layers) << name;
+    EXPECT_EQ(a.decoder.num_kv_heads, b.decoder.num_kv_heads) << name;
+    EXPECT_EQ(a.decoder.head_dim, b.decoder.head_dim) << name;
+    EXPECT_EQ(a.decoder.rope.theta, b.decoder.rope.theta) << name;
+    const TensorStore st = LoadSafetensorsDir((kTests / "fixtures" / name).string());
+    ASSERT_EQ(gguf.store.Names(), st.Names()) << name;
+    for (const std::string& t : st.Names()) {
+      const Tensor& g = *gguf.store.Find(t);
+      const Tensor& s = *st.Find(t);
+      EXPECT_EQ(g.shape, s.shape) << name << " " << t;
+      ASSERT_EQ(g.nbytes, s.nbytes) << name << " " << t;
+      EXPECT_EQ(std::memcmp(g.data, s.data, s.nbytes), 0) << name << " " << t;
+    }
+  }
+}
+
+// What llama.cpp writes but this engine does not compute is refused by name, and malformed
+// llama.cpp metadata is an error, not a different draft.
+TEST(GgufDraft, RejectsLlamaCppMetadataItCannotHonour) {
+  const std::string path = (kGguf / "dflash-sliding.llamacpp.gguf").string();
+  auto rejects = [&](const std::string& what, const std::function<void(Json&)>& edit) {
+    GgufModel m = LoadGguf(path);
+    edit(m.metadata);
+    EXPECT_THROW(DraftConfigFromGguf(m, what), Error) << what;
+  };
+  EXPECT_NO_THROW(DraftConfigFromGguf(LoadGguf(path), path));
+  rejects("layer 0 (the embeddings)", [](Json& m) { m["dflash.target_layers"][0] = 0; });
+  rejects("empty target_layers", [](Json& m) { m["dflash.target_layers"] = Json::array(); });
+  rejects("no mask token", [](Json& m) { m.erase("tokenizer.ggml.mask_token_id"); });
+  rejects("no sliding pattern", [](Json& m) { m.erase("dflash.attention.sliding_window_pattern"); });
+  rejects("short sliding pattern", [](Json& m) { m["dflash.attention.sliding_window_pattern"].erase(0); });
+  rejects("DFlash2", [](Json& m) { m["dflash.conv_kernel_size"] = 4; });
+  rejects("value scale", [](Json& m) { m["dflash.attention.value_scale"] = 0.5; });
+  rejects("partial rotary", [](Json& m) { m["dflash.rope.dimension_count"] = 8; });
+  rejects("M-RoPE sections", [](Json& m) { m["dflash.rope.dimension_sections"] = {4, 4, 0, 0}; });
+  GgufModel plain_rope = LoadGguf(path);
+  plain_rope.metadata["dflash.rope.dimension_sections"] = {8, 0, 0, 0};  // head_dim 16: plain RoPE
+  plain_rope.metadata["dflash.rope.dimension_count"] = 16;
+  EXPECT_NO_THROW(DraftConfigFromGguf(plain_rope, "plain rope"));
 }
 
 // The forks' layout (ffn_norm, token_embd/output copies, Q8_0): the same configuration and

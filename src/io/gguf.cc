@@ -118,8 +118,10 @@ std::string HfTensorName(const std::string& g) {
 }
 
 std::string DraftTensorName(const std::string& g) {
-  if (g == "dflash_fc.weight") return "fc.weight";
-  if (g == "dflash_hidden_norm.weight") return "hidden_norm.weight";
+  // llama.cpp's converter names them fc and enc.output_norm; earlier writers dflash_fc and
+  // dflash_hidden_norm.
+  if (g == "fc.weight" || g == "dflash_fc.weight") return "fc.weight";
+  if (g == "enc.output_norm.weight" || g == "dflash_hidden_norm.weight") return "hidden_norm.weight";
   if (g == "output_norm.weight") return "norm.weight";
   if (g.rfind("blk.", 0) != 0) return "";  // token_embd/output: the target's are used
   const std::string hf = HfTensorName(g);

@@ -32,9 +32,9 @@ std::string HfTensorName(const std::string& gguf_name);
 std::string DraftTensorName(const std::string& gguf_name);
 
 // llama.cpp's architecture names for DFlash drafts: "dflash" (upstream) and "dflash-draft"
-// (the earlier forks). Tensors are dflash_fc, dflash_hidden_norm, output_norm and blk.N.*
-// (post-attention norm as post_attention_norm or ffn_norm); metadata ARCH.dflash.block_size,
-// .mask_token_id, .target_layer_ids and optionally .n_target_features.
+// (the earlier forks). Tensors are fc (or dflash_fc), enc.output_norm (or dflash_hidden_norm),
+// output_norm and blk.N.* (post-attention norm as ffn_norm or post_attention_norm); the
+// metadata keys are read by DraftConfigFromGguf (model/gguf_config.h).
 bool IsDflashArchitecture(const std::string& arch);
 
 inline bool IsGgufPath(const std::string& path) {

@@ -29,6 +29,80 @@ Json DecoderJson(const JsonObject& meta, const std::string& p) {
   return cfg;
 }
 
+// The DFlash fields in config.json's terms (dflash_config plus the sliding layers). Two layouts:
+// llama.cpp's converter (conversion/qwen.py, DFlashModel) writes ARCH.target_layers as hidden-state
+// indices (z-lab's target_layer_ids + 1: index 0 is the embeddings), ARCH.block_size,
+// tokenizer.ggml.mask_token_id and, for sliding layers, ARCH.attention.sliding_window_pattern;
+// the earlier writers ARCH.dflash.{target_layer_ids,mask_token_id,block_size}, z-lab's ids.
+void AddDflashFields(const JsonObject& meta, const std::string& p, const std::string& path, Json& cfg) {
+  Json dflash = Json::object();
+  if (meta.Has(p + "target_layers")) {
+    const auto layers = meta.Get<std::vector<int64_t>>(p + "target_layers");
+    if (layers.empty()) Fail(path, ": metadata '", p, "target_layers' is empty");
+    Json ids = Json::array();
+    for (int64_t layer : layers) {
+      if (layer < 1) Fail(path, ": metadata '", p, "target_layers' entry ", layer, " is not a layer output (>= 1)");
+      ids.push_back(layer - 1);
+    }
+    dflash["target_layer_ids"] = ids;
+    dflash["mask_token_id"] = meta.Get<int64_t>("tokenizer.ggml.mask_token_id");
+    dflash["block_size"] = meta.Get<int64_t>(p + "block_size", 16);
+  } else {
+    const Json& ids = meta.raw().value(p + "dflash.target_layer_ids", Json());
+    if (!ids.is_array() || ids.empty()) {
+      Fail(path, ": metadata '", p, "target_layers' (or the older '", p, "dflash.target_layer_ids') is missing or empty");
+    }
+    dflash["target_layer_ids"] = ids;
+    dflash["mask_token_id"] = meta.Get<int64_t>(p + "dflash.mask_token_id");
+    dflash["block_size"] = meta.Get<int64_t>(p + "dflash.block_size", 16);
+  }
+  if (meta.Has(p + "attention.causal")) dflash["causal"] = meta.Get<bool>(p + "attention.causal");
+  if (meta.Has(p + "logit_scale")) dflash["output_multiplier"] = meta.Get<double>(p + "logit_scale");
+  if (meta.Has(p + "final_logit_softcapping")) {
+    dflash["final_logit_softcapping"] = meta.Get<double>(p + "final_logit_softcapping");
+  }
+  if (meta.Has(p + "embedding_scale")) dflash["input_embedding_scale"] = meta.Get<double>(p + "embedding_scale");
+  cfg["dflash_config"] = dflash;
+
+  if (meta.Has(p + "attention.sliding_window")) {
+    const Json& pattern = meta.raw().value(p + "attention.sliding_window_pattern", Json());
+    if (!pattern.is_array()) {
+      Fail(path, ": ", p, "attention.sliding_window is set without a per-layer ", p,
+           "attention.sliding_window_pattern (which layers slide is unknown)");
+    }
+    Json types = Json::array();
+    for (const Json& sliding : pattern) {
+      if (!sliding.is_boolean()) Fail(path, ": ", p, "attention.sliding_window_pattern holds a non-boolean");
+      types.push_back(sliding.get<bool>() ? "sliding_attention" : "full_attention");
+    }
+    cfg["layer_types"] = types;  // its length is checked against the layer count by the parser
+    cfg["sliding_window"] = meta.Get<int64_t>(p + "attention.sliding_window");
+  }
+}
+
+// What llama.cpp can write for a draft that this engine does not compute: refused by name
+// rather than run as a plain DFlash draft.
+void RejectUnsupportedDraftFeatures(const JsonObject& meta, const std::string& p, const std::string& path,
+                                    int64_t head_dim) {
+  if (meta.Has(p + "conv_kernel_size") || meta.Has(p + "selector_top_k")) {
+    Fail(path, ": a DFlash2 draft (", p, "conv_kernel_size / ", p, "selector_top_k); only DFlash drafts load from GGUF");
+  }
+  if (meta.Has(p + "attention.value_scale")) Fail(path, ": ", p, "attention.value_scale is not supported");
+  if (meta.Has(p + "rope.dimension_count") && meta.Get<int64_t>(p + "rope.dimension_count") != head_dim) {
+    Fail(path, ": ", p, "rope.dimension_count ", meta.Get<int64_t>(p + "rope.dimension_count"),
+         " (partial rotary) differs from the head size ", head_dim);
+  }
+  // An M-RoPE target's draft: llama.cpp writes [head_dim / 2, 0, 0, 0], i.e. plain RoPE.
+  if (meta.Has(p + "rope.dimension_sections")) {
+    const auto sections = meta.Get<std::vector<int64_t>>(p + "rope.dimension_sections");
+    for (size_t i = 0; i < sections.size(); ++i) {
+      if (sections[i] != (i == 0 ? head_dim / 2 : 0)) {
+        Fail(path, ": ", p, "rope.dimension_sections is not [", head_dim / 2, ", 0, 0, 0] (plain RoPE)");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 DraftConfig DraftConfigFromGguf(const GgufModel& model, const std::string& path) {
@@ -38,20 +112,12 @@ DraftConfig DraftConfigFromGguf(const GgufModel& model, const std::string& path)
     Fail(path, ": architecture '", arch, "' is not supported as a draft (supported: dflash, dflash-draft)");
   }
   const std::string p = arch + ".";
-  if (meta.Has(p + "attention.sliding_window")) {
-    Fail(path, ": ", p, "attention.sliding_window is set; sliding-window drafts are read from "
-         "safetensors only (GGUF does not say which layers slide)");
-  }
-  const Json& ids = model.metadata.value(p + "dflash.target_layer_ids", Json());
-  if (!ids.is_array() || ids.empty()) Fail(path, ": metadata '", p, "dflash.target_layer_ids' is missing or empty");
-  Json dflash{{"target_layer_ids", ids},
-              {"mask_token_id", meta.Get<int64_t>(p + "dflash.mask_token_id")},
-              {"block_size", meta.Get<int64_t>(p + "dflash.block_size", 16)}};
   Json cfg = DecoderJson(meta, p);
   cfg["architectures"] = {"DFlashDraftModel"};
   cfg["attention_bias"] = model.store.Find("layers.0.self_attn.q_proj.bias") != nullptr;
-  cfg["dflash_config"] = dflash;
+  AddDflashFields(meta, p, path, cfg);
   DraftConfig d = DraftConfigFromJson(cfg, path + " (GGUF metadata)");
+  RejectUnsupportedDraftFeatures(meta, p, path, d.decoder.head_dim);
   const int64_t features = static_cast<int64_t>(d.target_layer_ids.size()) * d.decoder.hidden_size;
   if (meta.Has(p + "dflash.n_target_features") && meta.Get<int64_t>(p + "dflash.n_target_features") != features) {
     Fail(path, ": ", p, "dflash.n_target_features is ", meta.Get<int64_t>(p + "dflash.n_target_features"),

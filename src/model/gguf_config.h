@@ -13,7 +13,9 @@ namespace dflash {
 // embeddings and attention biases are read off the tensors.
 TargetConfig TargetConfigFromGguf(const GgufModel& model, const std::string& path);
 
-// A DFlash draft's configuration from ARCH.* and ARCH.dflash.* metadata.
+// A DFlash draft's configuration from ARCH.* metadata, as llama.cpp's converter writes it
+// (ARCH.target_layers, ARCH.block_size, tokenizer.ggml.mask_token_id) or as earlier writers
+// did (ARCH.dflash.*).
 DraftConfig DraftConfigFromGguf(const GgufModel& model, const std::string& path);
 
 }  // namespace dflash
