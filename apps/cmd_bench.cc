@@ -261,6 +261,12 @@ void PrintStages(const std::vector<VerifyCostPoint>& pts, const DecoderConfig& c
     for (double ms : p.stages.ms) std::printf(" %8.2f (%4.1f%%)", ms, total > 0 ? 100 * ms / total : 0.0);
     std::printf("\n");
   }
+  if (pts.front().stages.experts_read > 0) {
+    // A MoE verify reads every expert any of its rows chose: this, not its row count, is what
+    // its expert stage costs.
+    std::printf("\nexperts read per pass (distinct experts per sparse layer, summed over the layers):\n");
+    for (const VerifyCostPoint& p : pts) std::printf("%8d %5d %8.1f\n", p.context, p.rows, p.stages.experts_read);
+  }
   const double matmul_peak = int8_weights ? peak.int8_gmacs : 0;
   const double attn_peak = bf16_attention ? peak.bf16_gmacs : peak.f32_gmacs;
   std::printf("\ncompute peak of all threads, this run: f32 FMA %.1f G MAC/s, int8 dot %.1f G MAC/s%s, bf16 dot %.1f G MAC/s\n",
@@ -284,6 +290,7 @@ void PrintStages(const std::vector<VerifyCostPoint>& pts, const DecoderConfig& c
     Json& j = jpts[i];
     j["stages_ms"] = Json::object();
     for (int s = 0; s < kStages; ++s) j["stages_ms"][PassStageName(static_cast<PassStage>(s))] = p.stages.ms[s];
+    j["experts_read"] = p.stages.experts_read;
     j["matmul_gmacs"] = matmul_rate;
     j["attention_gmacs"] = attn_rate;
   }

@@ -15,6 +15,7 @@
 #include "spec/generate.h"
 #include "spec/penalties.h"
 #include "testing/chi_square.h"
+#include "testing/cycling_drafter.h"
 #include "testing/kernel_scopes.h"
 #include "testing/random_model.h"
 
@@ -36,41 +37,7 @@ using testing::ChiSquareCritical;
 using testing::Marginal;
 using testing::MakeRandomDraft;
 using testing::MakeRandomTarget;
-
-// Proposes the reference continuation with a mistake at a chosen offset in each cycle,
-// cycling the intended acceptance length through 0..B-1 so every length occurs.
-class ScriptedDrafter : public Drafter {
- public:
-  // perfect: no mistakes at all (every drafted token is the target's).
-  ScriptedDrafter(std::vector<int32_t> reference, int prompt_len, int vocab, bool perfect = false)
-      : ref_(std::move(reference)), prompt_len_(prompt_len), vocab_(vocab), perfect_(perfect), logits_(16 * vocab) {}
-  int max_block() const override { return 16; }
-  int max_append() const override { return 1 << 20; }
-  void AppendContext(const float*, int n, int pos) override {
-    EXPECT_EQ(pos, context_) << "context must grow contiguously";
-    context_ += n;
-  }
-  void Propose(int32_t, int pos, int block, int proposals) override {
-    EXPECT_EQ(pos, context_) << "draft must see exactly the committed context";
-    const int intended = cycle_++ % block;  // accept this many, then be wrong
-    for (int j = 0; j < proposals; ++j) {
-      const size_t idx = static_cast<size_t>(pos + 1 + j - prompt_len_);
-      int32_t tok = idx < ref_.size() ? ref_[idx] : 0;
-      if (j == intended && !perfect_) tok = (tok + 1) % vocab_;
-      float* row = logits_.data() + static_cast<size_t>(j) * vocab_;
-      std::fill(row, row + vocab_, 0.0f);
-      row[tok] = 10.0f;
-    }
-  }
-  const float* Logits(int j) const override { return logits_.data() + static_cast<size_t>(j) * vocab_; }
-
- private:
-  std::vector<int32_t> ref_;
-  int prompt_len_, vocab_;
-  bool perfect_;
-  int cycle_ = 0, context_ = 0;
-  std::vector<float> logits_;
-};
+using testing::CyclingDrafter;
 
 // Proposes from a fixed random distribution per row: any q must leave the output
 // distribution (and, for a given seed, the output itself) unchanged.
@@ -171,7 +138,7 @@ TEST(Spec, GreedyScriptedDraftIsBitIdenticalAtEveryAcceptanceLength) {
     ASSERT_EQ(ref.tokens.size(), 160u);
     for (int B = 1; B <= 16; ++B) {
       target.Truncate(0);
-      ScriptedDrafter drafter(ref.tokens, static_cast<int>(prompt.size()), 97);
+      CyclingDrafter drafter(ref.tokens, static_cast<int>(prompt.size()), 97);
       GenerateOptions spec = plain;
       spec.block_size = B;
       const GenerateResult r = Generate(target, &drafter, prompt, spec);
@@ -205,7 +172,7 @@ TEST(Spec, PenaltiesKeepDFlashLosslessAndApplyToTheDraftAlike) {
     GenerateOptions spec = plain;
     spec.block_size = B;
     target.Truncate(0);
-    ScriptedDrafter scripted(ref.tokens, P, 97);
+    CyclingDrafter scripted(ref.tokens, P, 97);
     const GenerateResult r = Generate(target, &scripted, prompt, spec);
     EXPECT_EQ(r.tokens, ref.tokens);
     for (int k = 1; k <= B; ++k) EXPECT_GT(r.stats.accept_hist[k], 0) << "length " << k;
@@ -243,7 +210,7 @@ TEST(Spec, PenaltiesKeepDFlashLosslessAndApplyToTheDraftAlike) {
   EXPECT_EQ(r.tokens, sampled_ref.tokens);
   EXPECT_EQ(r.stats.accepted, r.stats.drafted);
   target.Truncate(0);
-  ScriptedDrafter scripted(sampled_ref.tokens, P, 97);
+  CyclingDrafter scripted(sampled_ref.tokens, P, 97);
   EXPECT_EQ(Generate(target, &scripted, prompt, sampled).tokens, sampled_ref.tokens);
 }
 
@@ -313,7 +280,7 @@ TEST(Spec, AdaptivePolicyKeepsWinningDraftAndDropsLosingOne) {
   g.policy = SpecPolicy::kAdaptive;
 
   target.Truncate(0);
-  ScriptedDrafter good_inner(ref.tokens, static_cast<int>(prompt.size()), 97, /*perfect=*/true);
+  CyclingDrafter good_inner(ref.tokens, static_cast<int>(prompt.size()), 97, /*perfect=*/true);
   CostedDrafter good(good_inner, clock);
   const GenerateResult r_good = Generate(target, &good, prompt, g, hooks);
   EXPECT_EQ(r_good.tokens, ref.tokens);
@@ -348,7 +315,7 @@ TEST(Spec, StopTokenTruncatesInsideAcceptedBlock) {
   ASSERT_EQ(want.finish_reason, FinishReason::kStop);
   for (int B : {4, 16}) {
     target.Truncate(0);
-    ScriptedDrafter drafter(ref.tokens, static_cast<int>(prompt.size()), 97);
+    CyclingDrafter drafter(ref.tokens, static_cast<int>(prompt.size()), 97);
     stop.block_size = B;
     const GenerateResult r = Generate(target, &drafter, prompt, stop);
     EXPECT_EQ(r.tokens, want.tokens);
@@ -665,13 +632,13 @@ TEST(Spec, SampledDFlashEqualsPlainSampledForTheSameSeed) {
       spec.policy = policy;
       spec.block_size = B;
       target.Truncate(0);
-      ScriptedDrafter scripted(ref.tokens, static_cast<int>(prompt.size()), 97);
+      CyclingDrafter scripted(ref.tokens, static_cast<int>(prompt.size()), 97);
       const GenerateResult r = Generate(target, &scripted, prompt, spec);
       EXPECT_EQ(r.tokens, ref.tokens);
       EXPECT_GT(r.stats.accepted, 0);
       if (policy == SpecPolicy::kAlways) {  // a draft proposing the plain sequence is never refused
         target.Truncate(0);
-        ScriptedDrafter perfect(ref.tokens, static_cast<int>(prompt.size()), 97, /*perfect=*/true);
+        CyclingDrafter perfect(ref.tokens, static_cast<int>(prompt.size()), 97, /*perfect=*/true);
         const GenerateResult all = Generate(target, &perfect, prompt, spec);
         EXPECT_EQ(all.tokens, ref.tokens);
         EXPECT_EQ(all.stats.accepted, all.stats.drafted);

@@ -13,6 +13,9 @@ the same library in float32 on the stored weights:
       prompt<i>.layer<l>.router_weights    their weights [T][k]
       prompt<i>.layer<l>.moe_output        the block's output [T][H]
       greedy                               transformers' greedy continuation of prompt 1
+  tests/goldens/moe/<draft>.safetensors    a z-lab DFlash draft over a MoE target, as
+                                           tools/make_fixtures.py writes draft goldens (z-lab's
+                                           own greedy spec_generate output on the MoE target)
   tests/goldens/moe/manifest.json          targets, their layouts, the smallest router margin
 
 Run with the reference venv:  .venv-ref/bin/python tools/make_moe_fixtures.py
@@ -26,7 +29,7 @@ import torch
 from safetensors.torch import save_file
 from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
-from make_fixtures import BASE, GREEDY_NEW, PROMPTS, perturb_norms
+from make_fixtures import BASE, GREEDY_NEW, MASK_ID, PROMPTS, SPEC_NEW, draft_goldens, make_draft, perturb_norms
 
 # Narrower than the dense fixtures (hidden 32, not 64) so that the experts stay small; every
 # width a whole number of 32-element Q8_0 blocks, so load-time quantisation applies to them.
@@ -57,6 +60,14 @@ TARGETS = {
     "qwen3moe-top1": dict(dtype=torch.float32, fused=False,
                           cfg=dict(num_experts=4, num_experts_per_tok=1, norm_topk_prob=False,
                                    num_hidden_layers=2, tie_word_embeddings=True)),
+}
+
+
+DRAFTS = {
+    # 2 draft layers over target layers 0 and 2 (one sparse, one dense).
+    "dflash-moe-tiny": dict(target="qwen3moe-tiny", layers=2,
+                            dflash_config={"target_layer_ids": [0, 2], "mask_token_id": MASK_ID,
+                                           "block_size": 16}),
 }
 
 
@@ -139,7 +150,9 @@ def main():
     torch.manual_seed(0)
     os.makedirs(args.out, exist_ok=True)
     os.makedirs(args.goldens, exist_ok=True)
-    manifest = {"prompts": PROMPTS, "greedy_new": GREEDY_NEW, "targets": {}}
+    manifest = {"prompts": PROMPTS, "greedy_new": GREEDY_NEW, "spec_new": SPEC_NEW, "targets": {},
+                "drafts": {}}
+    models = {}
     for name, spec in TARGETS.items():
         for seed in range(SEEDS):
             model = make_target(name, spec, args.out, torch.Generator().manual_seed(1000 * len(name) + seed))
@@ -149,6 +162,7 @@ def main():
         else:
             raise SystemExit(f"{name}: no seed of {SEEDS} gave router margins above {MIN_MARGIN}")
         save_file(goldens, os.path.join(args.goldens, f"{name}.safetensors"))
+        models[name] = model
         manifest["targets"][name] = {"golden": f"{name}.safetensors",
                                      "dtype": str(spec["dtype"]).removeprefix("torch."),
                                      "layout": "fused" if spec["fused"] else "per-expert",
@@ -156,6 +170,13 @@ def main():
                                      "seed": seed, "min_router_margin": margin}
         print(f"target {name}: saved ({manifest['targets'][name]['layout']}, "
               f"sparse layers {sparse_layers(model)}, router margin {margin:.2e})", flush=True)
+    for name, spec in DRAFTS.items():
+        target = models[spec["target"]]
+        draft = make_draft(name, spec, target.config, args.out)
+        save_file(draft_goldens(draft, target), os.path.join(args.goldens, f"{name}.safetensors"))
+        manifest["drafts"][name] = {"golden": f"{name}.safetensors", "target": spec["target"],
+                                    "block_size": draft.block_size}
+        print(f"draft {name}: saved (target {spec['target']})", flush=True)
     with open(os.path.join(args.goldens, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
         f.write("\n")

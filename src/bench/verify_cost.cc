@@ -80,6 +80,7 @@ std::vector<VerifyCostPoint> MeasureVerifyCost(TargetModel& target, std::vector<
     for (size_t k = 0; k < rows.size(); ++k) {
       VerifyCostPoint& p = at_ctx[k];
       for (double& ms : p.stages.ms) ms /= repeats;
+      p.stages.experts_read /= repeats;
       std::sort(times[k].begin(), times[k].end());
       p.context = ctx;
       p.rows = rows[k];

@@ -124,6 +124,30 @@ DecoderConfig ParseDecoder(const JsonObject& cfg, bool need_vocab) {
   return d;
 }
 
+constexpr int kMaxExperts = 1 << 12;
+
+// Qwen3MoeForCausalLM's experts. transformers 5 writes the expert count as num_local_experts,
+// the published configs as num_experts. Layer l is sparse unless listed in mlp_only_layers or
+// (l + 1) is not a multiple of decoder_sparse_step, as transformers builds it.
+MoeConfig ParseMoe(const JsonObject& cfg, int num_layers) {
+  MoeConfig m;
+  m.num_experts = ReadInt(cfg, cfg.Has("num_experts") ? "num_experts" : "num_local_experts", {1, kMaxExperts});
+  m.top_k = ReadInt(cfg, "num_experts_per_tok", {1, m.num_experts});
+  m.intermediate_size = ReadInt(cfg, "moe_intermediate_size", {1, kMaxIntermediate});
+  m.norm_topk_prob = cfg.Get<bool>("norm_topk_prob", false);
+  const int step = ReadInt(cfg, "decoder_sparse_step", {1, kMaxLayers}, 1);
+  m.sparse.assign(num_layers, false);
+  for (int l = 0; l < num_layers; ++l) m.sparse[l] = (l + 1) % step == 0;
+  for (int l : cfg.Get<std::vector<int>>("mlp_only_layers", {})) {
+    if (l < 0 || l >= num_layers) Fail(cfg.where(), ": mlp_only_layers entry ", l, " is outside the ", num_layers, " layers");
+    m.sparse[l] = false;
+  }
+  if (cfg.Get<bool>("use_sliding_window", false)) {
+    Fail(cfg.where(), ": use_sliding_window is not supported for Qwen3MoeForCausalLM targets");
+  }
+  return m;
+}
+
 std::string Architecture(const JsonObject& cfg) {
   const auto archs = cfg.Get<std::vector<std::string>>("architectures");
   if (archs.size() != 1) Fail(cfg.where(), ": field 'architectures' should name one architecture");
@@ -152,11 +176,13 @@ TargetConfig TargetConfigFromJson(const Json& j, const std::string& path) {
   const JsonObject cfg(j, path);
   TargetConfig t;
   t.architecture = Architecture(cfg);
-  if (t.architecture != "Qwen3ForCausalLM") {
+  const bool moe = t.architecture == "Qwen3MoeForCausalLM";
+  if (t.architecture != "Qwen3ForCausalLM" && !moe) {
     Fail(path, ": architecture '", t.architecture,
-         "' is not supported as a target (supported: Qwen3ForCausalLM)");
+         "' is not supported as a target (supported: Qwen3ForCausalLM, Qwen3MoeForCausalLM)");
   }
   t.decoder = ParseDecoder(cfg, /*need_vocab=*/true);
+  if (moe) t.moe = ParseMoe(cfg, t.decoder.num_layers);
   return t;
 }
 

@@ -41,9 +41,22 @@ struct DecoderConfig {
   std::vector<int> layer_window;
 };
 
+// The routed experts of a mixture-of-experts target (Qwen3MoeForCausalLM): a sparse layer's
+// MLP is softmax over num_experts router logits, the top_k experts' SwiGLU MLPs weighted by
+// their probabilities (renormalised to sum to 1 when norm_topk_prob), no shared expert.
+struct MoeConfig {
+  int num_experts = 0;  // 0: no experts, every layer dense
+  int top_k = 0;        // num_experts_per_tok
+  int intermediate_size = 0;  // moe_intermediate_size: one expert's MLP width
+  bool norm_topk_prob = false;
+  // Per layer: routed experts, or the dense MLP (mlp_only_layers, decoder_sparse_step).
+  std::vector<bool> sparse;
+};
+
 struct TargetConfig {
   std::string architecture;
   DecoderConfig decoder;
+  MoeConfig moe;
 };
 
 // The largest draft block accepted. Published DFlash drafts use 16; every block costs a

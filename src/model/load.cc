@@ -3,6 +3,7 @@
 #include "io/gguf.h"
 #include "io/safetensors.h"
 #include "model/gguf_config.h"
+#include "model/moe.h"
 
 namespace dflash {
 
@@ -29,7 +30,11 @@ LoadedModel<Config> Load(const std::string& path, FolderConfig folder_config, Gg
 }  // namespace
 
 LoadedModel<TargetConfig> LoadTarget(const std::string& path) {
-  return Load<TargetConfig>(path, LoadTargetConfig, TargetConfigFromGguf);
+  LoadedModel<TargetConfig> model = Load<TargetConfig>(path, LoadTargetConfig, TargetConfigFromGguf);
+  // Before the engine quantises and packs matrices one by one: fused expert tensors become
+  // one matrix per expert.
+  SplitFusedExperts(model.store, model.config);
+  return model;
 }
 
 LoadedModel<DraftConfig> LoadDraft(const std::string& path) {

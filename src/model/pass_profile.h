@@ -7,16 +7,20 @@
 
 namespace dflash {
 
-enum class PassStage { kQkv, kAttention, kOProj, kGateUp, kDown, kLmHead, kOther, kCount };
+// kExperts: a sparse layer's whole MoE block (router, top-k, every chosen expert's matrices).
+enum class PassStage { kQkv, kAttention, kOProj, kGateUp, kDown, kExperts, kLmHead, kOther, kCount };
 
 inline const char* PassStageName(PassStage s) {
-  static constexpr const char* kNames[] = {"qkv", "attention", "o_proj", "gate_up", "down", "lm_head", "other"};
+  static constexpr const char* kNames[] = {"qkv", "attention", "o_proj", "gate_up", "down", "experts", "lm_head", "other"};
   return kNames[static_cast<int>(s)];
 }
 
 // Milliseconds per stage, summed over the passes profiled.
 struct PassProfile {
   std::array<double, static_cast<int>(PassStage::kCount)> ms{};
+  // Experts whose weights the passes read: distinct experts per sparse layer, summed over the
+  // layers and the passes. A verify's expert cost grows with it, not with its rows.
+  double experts_read = 0;
   double& operator[](PassStage s) { return ms[static_cast<int>(s)]; }
   double operator[](PassStage s) const { return ms[static_cast<int>(s)]; }
 };

@@ -1,6 +1,8 @@
-// Qwen3 dense decoder (Qwen3ForCausalLM) over memory-mapped HF weights.
+// Qwen3 decoder over memory-mapped HF weights: dense (Qwen3ForCausalLM) or with routed experts
+// in its sparse layers (Qwen3MoeForCausalLM).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +68,8 @@ class Qwen3Model final : public TargetModel {
 
  private:
   void Attention(int layer, int n, StageClock& clock);
+  // xn_ = the layer's MLP (dense or routed experts) applied to xn_'s n rows.
+  void Mlp(const DecoderLayerWeights& w, int n, StageClock& clock);
   int64_t KvHeadPositions() const;  // positions per head in the cache: kv_capacity in whole key tiles
   size_t KvLayerBytes() const;       // one layer's keys (or values)
   // Stores n rows of kv_dim f32 values ([n][kv_dim], heads side by side) as positions
@@ -94,6 +98,7 @@ class Qwen3Model final : public TargetModel {
   std::vector<float> k_new_, v_new_;  // [R][kv_dim] new keys/values in f32, before StoreKv
   std::vector<float> attn_;      // [R][q_dim]
   std::vector<float> gate_, up_; // [R][I]
+  std::optional<MoeBlock> moe_;  // a MoE target's router and expert buffers
   std::vector<float> logits_;    // [R][V]
   std::vector<float> features_;  // [R][F*H]
   std::vector<int32_t> key_begin_, key_end_;  // [R]
