@@ -453,15 +453,15 @@ TEST(Spec, WindowedDraftSeesItsSinkAndItsRecentRowsOnly) {
 }
 
 // A sliding draft layer (causal, window w) lets block row r at position q see the context rows
-// at positions > q - w and block rows 0..r. Checked against a full-attention causal layer given
-// only those context rows, on a one-layer draft (so no other row's window mixes in).
+// at positions > q - w and block rows 0..r. Checked, on a one-layer draft (so no other row's
+// window mixes in), against a full-attention layer given only those context rows and a block of
+// r + 1 rows, whose last row is row r: the reference needs neither the window nor the causal mask.
 TEST(Spec, SlidingDraftLayerSeesOnlyItsWindow) {
   ThreadPool pool(2);
   auto rt = MakeRandomTarget(97, 32, 4, 2);
   constexpr int kWindow = 20, kContext = 60, B = 16;
   auto sliding = MakeRandomDraft(rt->config, 1, {0, 2, 3}, {kWindow}, 4);
   auto full = MakeRandomDraft(rt->config, 1, {0, 2, 3}, {0}, 4);  // the same weights: same seed
-  full->config.layer_causal = {true};
   TargetOptions o = Options(0);
   o.capture_layers = {0, 2, 3};
   Qwen3Model target(rt->config, rt->weights.store, o, pool);
@@ -489,7 +489,7 @@ TEST(Spec, SlidingDraftLayerSeesOnlyItsWindow) {
     const int first = kContext + r - kWindow + 1;  // the first context position row r sees
     reference.TruncateContext(0);
     reference.AppendContext(features.data() + static_cast<size_t>(first) * width, kContext - first, first);
-    reference.Propose(11, kContext, B, B - 1);
+    reference.Propose(11, kContext, r + 1, r);
     for (size_t t = 0; t < V; ++t) {
       EXPECT_NEAR(draft.Logits(r - 1)[t], reference.Logits(r - 1)[t], 1e-5) << "block row " << r << " token " << t;
     }
