@@ -1,4 +1,4 @@
-// dflash serve: the OpenAI-compatible server (src/serve/server.h) over one model pair.
+// dflash serve: the OpenAI- and Anthropic-compatible server (src/serve/server.h) over one model pair.
 #include <csignal>
 #include <cstdio>
 #include <pthread.h>
@@ -24,14 +24,15 @@ int Serve(int argc, char** argv) {
   std::string tokenizer_dir, template_file;
   double max_body_mib = 8, cache_ram_mib = 0;
   bool scripted = false;
-  Args args("serve", "Serve the model over an OpenAI-compatible HTTP API (chat, completions, models, metrics).\n"
+  Args args("serve", "Serve the model over HTTP: OpenAI chat, completions and Responses, Anthropic Messages,\n"
+                     "models, metrics.\n"
                      "Each slot keeps its last sequence, so a request that repeats a conversation's prefix\n"
                      "reuses its KV cache and draft context; slots take turns per step on the model.");
   mf.Declare(args);
   args.Option("--host", &so.host, "ADDR", "address to listen on");
   args.Option("--port", &so.port, "N", "port to listen on (0: any free port, printed at start)");
   args.Option("--parallel", &so.parallel, "N", "sequence slots: requests served at once (each reserves --ctx of KV)");
-  args.Option("--api-key", &so.api_key, "KEY", "require 'Authorization: Bearer KEY' (all routes but /health)");
+  args.Option("--api-key", &so.api_key, "KEY", "require 'Authorization: Bearer KEY' or 'x-api-key: KEY' (all routes but /health)");
   args.Option("--alias", &so.alias, "NAME", "model name listed by /v1/models and returned in responses");
   args.Flag("--strict-model", &so.strict_model, "reject requests whose 'model' is not the alias (default: serve any name)");
   args.Option("--diagnostics", &so.diagnostics_dir, "DIR", "write DIR/requests.jsonl (one line per request) and DIR/summary.json");

@@ -30,7 +30,7 @@ int Record(int argc, char** argv) {
   args.Option("--host", &o.host, "HOST", "address to listen on");
   args.Option("--port", &o.port, "N", "port to listen on");
   args.Option("--out", &o.out_dir, "DIR", "trace directory (created)");
-  args.Option("--api-key", &o.api_key, "K", "require 'Authorization: Bearer K' from clients (forwarded upstream as sent)");
+  args.Option("--api-key", &o.api_key, "K", "require 'Authorization: Bearer K' or 'x-api-key: K' from clients (forwarded upstream as sent)");
   if (!args.Parse(argc, argv)) return 0;
   if (o.upstream.empty() || o.out_dir.empty()) Fail("dflash trace record: --upstream URL and --out DIR are required");
   serve::RunRecorder(o);

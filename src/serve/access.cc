@@ -77,9 +77,15 @@ void CheckHostAndOrigin(const AccessPolicy& policy, const httplib::Request& req)
 
 void CheckApiKey(const AccessPolicy& policy, const httplib::Request& req) {
   if (policy.api_key.empty()) return;
-  const std::string h = req.get_header_value("Authorization");
-  if (h.empty()) throw ApiError(401, "authentication_error", "missing API key (Authorization: Bearer KEY)", "", "invalid_api_key");
-  if (!ConstantTimeEquals(h, "Bearer " + policy.api_key)) {
+  const std::string bearer = req.get_header_value("Authorization");
+  const std::string x_api_key = req.get_header_value("x-api-key");
+  if (bearer.empty() && x_api_key.empty()) {
+    throw ApiError(401, "authentication_error", "missing API key (Authorization: Bearer KEY, or x-api-key: KEY)", "",
+                   "invalid_api_key");
+  }
+  // Whichever the client sent must be right; a client sending both must send the key in both.
+  if ((!bearer.empty() && !ConstantTimeEquals(bearer, "Bearer " + policy.api_key)) ||
+      (!x_api_key.empty() && !ConstantTimeEquals(x_api_key, policy.api_key))) {
     throw ApiError(401, "authentication_error", "invalid API key", "", "invalid_api_key");
   }
 }

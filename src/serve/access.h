@@ -7,7 +7,8 @@
 //    first (CORS preflight) only when its Content-Type is a form's or text/plain. A POST with an
 //    Origin must therefore be application/json, which a page cannot send without a preflight
 //    that this server never grants. curl, SDKs and agents send no Origin: `curl -d` still works.
-//  - API key: `Authorization: Bearer KEY`, compared in constant time.
+//  - API key: `Authorization: Bearer KEY` (OpenAI's clients) or `x-api-key: KEY` (Anthropic's),
+//    compared in constant time.
 #pragma once
 
 #include <httplib.h>

@@ -60,4 +60,62 @@ OJson ChatDeltaChunk(const ResponseHeader& h, const OutputDelta& d) {
   return chunk;
 }
 
+OJson OpenAIReplyFormat::Reply(const FinishedReply& r) const {
+  OJson body = h_.Json();
+  OJson choice;
+  choice["index"] = 0;
+  if (chat_) {
+    choice["message"] = r.parsed.ToMessage();
+  } else {
+    choice["text"] = r.parsed.content;
+  }
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = FinishReasonName(r.finish_reason);
+  body["choices"] = OJson::array({choice});
+  body["usage"] = UsageJson(r.stats);
+  body["timings"] = TimingsJson(r.stats, r.mode);
+  return body;
+}
+
+void OpenAIReplyFormat::Start(SseEvents& out) {
+  if (!chat_) return;
+  OJson first = h_.Json("chat.completion.chunk");
+  first["choices"] = OJson::array({{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}}});
+  out.push_back({"", std::move(first)});
+}
+
+void OpenAIReplyFormat::Delta(const OutputDelta& d, SseEvents& out) {
+  if (chat_) {
+    if (OJson chunk = ChatDeltaChunk(h_, d); !chunk.is_null()) out.push_back({"", std::move(chunk)});
+    return;
+  }
+  OJson chunk = h_.Json();
+  chunk["choices"] = OJson::array({{{"index", 0}, {"text", d.content}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+  out.push_back({"", std::move(chunk)});
+}
+
+void OpenAIReplyFormat::End(const FinishedReply& r, SseEvents& out) {
+  const char* object = chat_ ? "chat.completion.chunk" : nullptr;
+  OJson last = h_.Json(object);
+  OJson choice = {{"index", 0}};
+  if (chat_) {
+    choice["delta"] = OJson::object();
+  } else {
+    choice["text"] = "";
+    choice["logprobs"] = nullptr;
+  }
+  choice["finish_reason"] = FinishReasonName(r.finish_reason);
+  last["choices"] = OJson::array({choice});
+  last["timings"] = TimingsJson(r.stats, r.mode);
+  if (!include_usage_) last["usage"] = UsageJson(r.stats);
+  out.push_back({"", std::move(last)});
+  if (include_usage_) {
+    OJson usage = h_.Json(object);
+    usage["choices"] = OJson::array();
+    usage["usage"] = UsageJson(r.stats);
+    usage["timings"] = TimingsJson(r.stats, r.mode);
+    out.push_back({"", std::move(usage)});
+  }
+}
+
 }  // namespace dflash::serve

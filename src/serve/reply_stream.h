@@ -25,6 +25,7 @@ class ReplyStream {
   OutputDelta Push(std::span<const int32_t> ids);
   OutputDelta Finish();
   bool stopped() const { return stop_.stopped(); }  // a stop sequence ended the text
+  const std::string& stop_sequence() const { return stop_.matched(); }  // which one
   const std::string& text() const { return text_; }  // the raw text shown (after any cut)
 
  private:

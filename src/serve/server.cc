@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "serve/access.h"
+#include "serve/anthropic_format.h"
 #include "serve/api_error.h"
 #include "serve/diagnostics.h"
 #include "serve/guarded_http.h"
@@ -17,6 +18,7 @@
 #include "serve/openai_format.h"
 #include "serve/reply_stream.h"
 #include "serve/request.h"
+#include "serve/responses_format.h"
 #include "serve/slot_pool.h"
 #include "spec/policy.h"
 #include "text/chat_prompt.h"
@@ -51,7 +53,8 @@ class Emitter {
 struct Job {
   uint64_t number = 0;  // unique within this server's run
   ResponseHeader header;
-  bool chat = false;
+  const char* endpoint = "";              // as metrics and diagnostics name it
+  std::unique_ptr<ReplyFormat> reply;     // the API's reply shapes
   GenerationRequest request;
   std::vector<int32_t> prompt;
   GenerateOptions gen;
@@ -68,9 +71,11 @@ struct Outcome {
   bool timed_out = false;
   ParsedOutput parsed;        // chat: the whole message
   std::string text;           // completions: the whole text
+  std::string stop_sequence;  // the request's stop sequence that ended it, if one did
   std::string mode;
   int slot = -1;
   double wall_ms = 0;
+  FinishedReply Finished() const { return {parsed, finish_reason, stop_sequence, result.stats, mode}; }
 };
 
 // The opening a forced tool call starts with, in the template's own syntax.
@@ -113,40 +118,41 @@ struct Server::Impl {
   std::mutex entropy_mu;
 
   using Handler = std::function<void(const httplib::Request&, const std::string& body, httplib::Response&)>;
-  void Handle(const std::string& endpoint, bool auth, const httplib::Request& req, httplib::Response& res,
-              const httplib::ContentReader* body, const Handler& h);
+  using ErrorBody = OJson (*)(const ApiError&);  // the route's API's error format
+  static OJson OpenAIErrorBody(const ApiError& e) { return e.Body(); }
+  void Handle(const std::string& endpoint, bool auth, ErrorBody error_body, const httplib::Request& req,
+              httplib::Response& res, const httplib::ContentReader* body, const Handler& h);
   void Get(const std::string& path, const std::string& endpoint, bool auth, Handler h);
-  void Post(const std::string& path, const std::string& endpoint, Handler h);
+  void Post(const std::string& path, const std::string& endpoint, Handler h, ErrorBody error_body = OpenAIErrorBody);
   std::string ResponseModel(const std::string& requested) const;
   OJson RunConfig() const;
   void Setup();
 
   Job NewJob(const GenerationRequest& r, const char* object, const char* id_prefix);
-  Job ChatJob(const std::string& body);
+  Job ChatJob(const ChatRequest& r, const char* object, const char* id_prefix);
   Job CompletionJob(const std::string& body);
   void Serve(Job job, httplib::Response& res);
   Outcome Run(Job& job, Slot* slot, Emitter& out);
   GenerateResult RunScript(const Job& job, const GenerateHooks& hooks);
   void Record(const Job& job, const Outcome& o);
-  OJson FinalResponse(const Job& job, const Outcome& o) const;
 };
 
 // The checks come before the body is read: a refused request costs no memory (or time) for a
 // body it may never finish sending.
-void Server::Impl::Handle(const std::string& endpoint, bool auth, const httplib::Request& req, httplib::Response& res,
-                          const httplib::ContentReader* body, const Handler& h) {
+void Server::Impl::Handle(const std::string& endpoint, bool auth, ErrorBody error_body, const httplib::Request& req,
+                          httplib::Response& res, const httplib::ContentReader* body, const Handler& h) {
   try {
     CheckHostAndOrigin(access, req);
     if (auth) CheckApiKey(access, req);
     h(req, body ? ReadBody(req, *body, opt.max_body_bytes) : std::string(), res);
   } catch (const ApiError& e) {
-    SendJson(res, e.status(), e.Body());
+    SendJson(res, e.status(), error_body(e));
   } catch (const Error& e) {
     // dflash::Error from request content: a template that refuses the conversation,
     // text that is not UTF-8, a token id outside the vocabulary.
-    SendJson(res, 400, BadRequest(e.what()).Body());
+    SendJson(res, 400, error_body(BadRequest(e.what())));
   } catch (const std::exception& e) {
-    SendJson(res, 500, ApiError(500, "server_error", e.what()).Body());
+    SendJson(res, 500, error_body(ApiError(500, "server_error", e.what())));
   }
   // A reply streamed by a content provider leaves the status unset; httplib then sends 200.
   metrics.CountRequest(endpoint, res.status == -1 ? 200 : res.status);
@@ -154,13 +160,14 @@ void Server::Impl::Handle(const std::string& endpoint, bool auth, const httplib:
 
 void Server::Impl::Get(const std::string& path, const std::string& endpoint, bool auth, Handler h) {
   http.Get(path, [this, endpoint, auth, h](const httplib::Request& req, httplib::Response& res) {
-    Handle(endpoint, auth, req, res, nullptr, h);
+    Handle(endpoint, auth, OpenAIErrorBody, req, res, nullptr, h);
   });
 }
 
-void Server::Impl::Post(const std::string& path, const std::string& endpoint, Handler h) {
-  http.Post(path, [this, endpoint, h](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& body) {
-    Handle(endpoint, true, req, res, &body, h);
+void Server::Impl::Post(const std::string& path, const std::string& endpoint, Handler h, ErrorBody error_body) {
+  http.Post(path, [this, endpoint, h, error_body](const httplib::Request& req, httplib::Response& res,
+                                                  const httplib::ContentReader& body) {
+    Handle(endpoint, true, error_body, req, res, &body, h);
   });
 }
 
@@ -239,9 +246,8 @@ Job Server::Impl::NewJob(const GenerationRequest& r, const char* object, const c
   return job;
 }
 
-Job Server::Impl::ChatJob(const std::string& body) {
-  const ChatRequest r = ParseChatRequest(ParseBody(body));
-  Job job = NewJob(r, "chat.completion", "chatcmpl-");
+Job Server::Impl::ChatJob(const ChatRequest& r, const char* object, const char* id_prefix) {
+  Job job = NewJob(r, object, id_prefix);
   if (!chat_template) {
     throw BadRequest("this model has no chat template: use /v1/completions, or start the server with --chat-template FILE");
   }
@@ -252,7 +258,6 @@ Job Server::Impl::ChatJob(const std::string& body) {
   }
   if (!use_tools) p.output.tool_calls = ToolCallFormat::kNone;  // tool_choice none: all text is content
   p.output.call_id_prefix = "call_" + std::to_string(job.number) + "_";
-  job.chat = true;
   job.forced_prefix = ForcedToolPrefix(r, p.output);
   job.prompt = std::move(p.ids);
   if (!job.forced_prefix.empty()) {
@@ -352,6 +357,7 @@ Outcome Server::Impl::Run(Job& job, Slot* slot, Emitter& out) {
   }
   if (o.finish_reason == FinishReason::kStop && !o.parsed.tool_calls.empty()) o.finish_reason = FinishReason::kToolCalls;
   o.text = reply.text();
+  o.stop_sequence = reply.stop_sequence();
   o.wall_ms = MsBetween(job.start, Clock::now());
   return o;
 }
@@ -366,7 +372,7 @@ void Server::Impl::Record(const Job& job, const Outcome& o) {
   if (!diagnostics) return;
   OJson d;
   d["id"] = job.header.id;
-  d["endpoint"] = job.chat ? "chat" : "completions";
+  d["endpoint"] = job.endpoint;
   d["model"] = job.header.model;
   d["stream"] = job.request.stream;
   d["slot"] = o.slot;
@@ -390,23 +396,6 @@ void Server::Impl::Record(const Job& job, const Outcome& o) {
   diagnostics->Write(d);
 }
 
-OJson Server::Impl::FinalResponse(const Job& job, const Outcome& o) const {
-  OJson r = job.header.Json();
-  OJson choice;
-  choice["index"] = 0;
-  if (job.chat) {
-    choice["message"] = o.parsed.ToMessage();
-  } else {
-    choice["text"] = o.parsed.content;
-  }
-  choice["logprobs"] = nullptr;
-  choice["finish_reason"] = FinishReasonName(o.finish_reason);
-  r["choices"] = OJson::array({choice});
-  r["usage"] = UsageJson(o.result.stats);
-  r["timings"] = TimingsJson(o.result.stats, o.mode);
-  return r;
-}
-
 namespace {
 
 // Collects a non-streamed reply; writes whitespace heartbeats (leading whitespace is valid JSON)
@@ -428,19 +417,28 @@ class CollectingEmitter final : public Emitter {
   Clock::time_point last_ = Clock::now();
 };
 
-// Server-sent events: one chunk per delta; SSE comments as keep-alives and prefill progress.
+// Server-sent events in the request's API's shapes (ReplyFormat); SSE comments as keep-alives
+// and prefill progress.
 class SseEmitter final : public Emitter {
  public:
-  SseEmitter(httplib::DataSink& sink, const Job& job, int heartbeat_ms)
-      : sink_(sink), job_(job), heartbeat_ms_(heartbeat_ms) {}
+  SseEmitter(httplib::DataSink& sink, ReplyFormat& format, int heartbeat_ms)
+      : sink_(sink), format_(format), heartbeat_ms_(heartbeat_ms) {}
 
-  bool Event(const OJson& j) { return Write("data: " + DumpJson(j) + "\n\n"); }
-  bool Done() { return Write("data: [DONE]\n\n"); }
+  bool Start() {
+    format_.Start(events_);
+    return Flush();
+  }
   bool Delta(const OutputDelta& d) override {
-    if (job_.chat) return Event(ChatDeltaChunk(job_.header, d));
-    OJson chunk = job_.header.Json();
-    chunk["choices"] = OJson::array({{{"index", 0}, {"text", d.content}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
-    return Event(chunk);
+    format_.Delta(d, events_);
+    return Flush();
+  }
+  bool End(const FinishedReply& r) {
+    format_.End(r, events_);
+    return Flush() && (!format_.ends_with_done() || Write("data: [DONE]\n\n"));
+  }
+  void Error(const ApiError& e) {
+    format_.Error(e, events_);
+    if (Flush() && format_.ends_with_done()) Write("data: [DONE]\n\n");
   }
   bool Alive(int done, int total) override {
     if (MsBetween(last_, Clock::now()) < heartbeat_ms_) return true;
@@ -453,8 +451,17 @@ class SseEmitter final : public Emitter {
     last_ = Clock::now();
     return sink_.write(s.data(), s.size());
   }
+  bool Flush() {
+    bool ok = true;
+    for (const SseEvent& e : events_) {
+      ok = ok && Write((e.name.empty() ? "" : "event: " + e.name + "\n") + "data: " + DumpJson(e.data) + "\n\n");
+    }
+    events_.clear();
+    return ok;
+  }
   httplib::DataSink& sink_;
-  const Job& job_;
+  ReplyFormat& format_;
+  SseEvents events_;
   int heartbeat_ms_;
   Clock::time_point last_ = Clock::now();
 };
@@ -488,10 +495,10 @@ void Server::Impl::Serve(Job job, httplib::Response& res) {
         lease.reset();
         Record(*shared, o);
         if (o.finish_reason == FinishReason::kCancelled) return false;
-        body = FinalResponse(*shared, o);
+        body = shared->reply->Reply(o.Finished());
       } catch (const std::exception& e) {
         lease.reset();
-        body = ApiError(500, "server_error", e.what()).Body();
+        body = shared->reply->ErrorBody(ApiError(500, "server_error", e.what()));
       }
       const std::string s = DumpJson(body);
       sink.write(s.data(), s.size());
@@ -503,54 +510,27 @@ void Server::Impl::Serve(Job job, httplib::Response& res) {
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider("text/event-stream", [this, shared, scripted](size_t, httplib::DataSink& sink) {
     Job& job = *shared;
-    SseEmitter out(sink, job, opt.heartbeat_ms);
+    SseEmitter out(sink, *job.reply, opt.heartbeat_ms);
     std::optional<SlotPool::Lease> lease =
         scripted ? std::nullopt
                  : slots.Acquire(job.prompt, job.deadline, std::chrono::milliseconds(250),
                                  [&] { return out.Alive(-1, 0); });
-    if (!scripted) {
-      if (!lease) {
-        out.Event(ApiError(503, "server_error", "timed out waiting for a free slot", "", "timeout").Body());
-        out.Done();
-        sink.done();
-        return true;
-      }
+    if (!scripted && !lease) {
+      out.Error(ApiError(503, "server_error", "timed out waiting for a free slot", "", "timeout"));
+      sink.done();
+      return true;
     }
     try {
-      if (job.chat) {
-        OJson first = job.header.Json("chat.completion.chunk");
-        first["choices"] = OJson::array({{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}}});
-        if (!out.Event(first)) return false;
-      }
+      if (!out.Start()) return false;
       const Outcome o = Run(job, lease ? &lease->slot() : nullptr, out);
       lease.reset();
       Record(job, o);
       if (o.finish_reason == FinishReason::kCancelled) return false;
-      OJson last = job.header.Json(job.chat ? "chat.completion.chunk" : nullptr);
-      OJson choice = {{"index", 0}};
-      if (job.chat) {
-        choice["delta"] = OJson::object();
-      } else {
-        choice["text"] = "";
-        choice["logprobs"] = nullptr;
-      }
-      choice["finish_reason"] = FinishReasonName(o.finish_reason);
-      last["choices"] = OJson::array({choice});
-      last["timings"] = TimingsJson(o.result.stats, o.mode);
-      if (!job.request.include_usage) last["usage"] = UsageJson(o.result.stats);
-      out.Event(last);
-      if (job.request.include_usage) {
-        OJson usage = job.header.Json(job.chat ? "chat.completion.chunk" : nullptr);
-        usage["choices"] = OJson::array();
-        usage["usage"] = UsageJson(o.result.stats);
-        usage["timings"] = TimingsJson(o.result.stats, o.mode);
-        out.Event(usage);
-      }
+      out.End(o.Finished());
     } catch (const std::exception& e) {
       lease.reset();
-      out.Event(ApiError(500, "server_error", e.what()).Body());
+      out.Error(ApiError(500, "server_error", e.what()));
     }
-    out.Done();
     sink.done();
     return true;
   });
@@ -591,11 +571,36 @@ void Server::Impl::Setup() {
   Get("/metrics", "metrics", true, [this](const httplib::Request&, const std::string&, httplib::Response& res) {
     res.set_content(metrics.Render(slots.size(), slots.busy(), slots.queued()), "text/plain; version=0.0.4");
   });
+  // Every API's requests become one ChatRequest, one rendering and one run; only the reply's
+  // shapes (ReplyFormat) differ.
   Post("/v1/chat/completions", "chat", [this](const httplib::Request&, const std::string& body, httplib::Response& res) {
-    Serve(ChatJob(body), res);
+    const ChatRequest r = ParseChatRequest(ParseBody(body));
+    Job job = ChatJob(r, "chat.completion", "chatcmpl-");
+    job.endpoint = "chat";
+    job.reply = std::make_unique<OpenAIReplyFormat>(job.header, /*chat=*/true, r.include_usage);
+    Serve(std::move(job), res);
   });
   Post("/v1/completions", "completions", [this](const httplib::Request&, const std::string& body, httplib::Response& res) {
-    Serve(CompletionJob(body), res);
+    Job job = CompletionJob(body);
+    job.endpoint = "completions";
+    job.reply = std::make_unique<OpenAIReplyFormat>(job.header, /*chat=*/false, job.request.include_usage);
+    Serve(std::move(job), res);
+  });
+  Post("/v1/messages", "messages", [this](const httplib::Request&, const std::string& body, httplib::Response& res) {
+    Job job = ChatJob(ParseAnthropicRequest(ParseBody(body)), "message", "msg_");
+    job.endpoint = "messages";
+    job.reply = std::make_unique<AnthropicReplyFormat>(job.header, static_cast<int>(job.prompt.size()));
+    Serve(std::move(job), res);
+  }, AnthropicErrorBody);
+  Post("/v1/messages/count_tokens", "count_tokens", [this](const httplib::Request&, const std::string& body, httplib::Response& res) {
+    const Job job = ChatJob(ParseAnthropicRequest(ParseBody(body), /*count_tokens=*/true), "message", "msg_");
+    SendJson(res, 200, {{"input_tokens", job.prompt.size()}});
+  }, AnthropicErrorBody);
+  Post("/v1/responses", "responses", [this](const httplib::Request&, const std::string& body, httplib::Response& res) {
+    Job job = ChatJob(ParseResponsesRequest(ParseBody(body)), "response", "resp_");
+    job.endpoint = "responses";
+    job.reply = std::make_unique<ResponsesReplyFormat>(job.header);
+    Serve(std::move(job), res);
   });
   Post("/apply-template", "apply-template", [this](const httplib::Request&, const std::string& body, httplib::Response& res) {
     const ChatRequest r = ParseChatRequest(ParseBody(body));

@@ -1,5 +1,6 @@
-// `dflash serve`: an OpenAI-compatible HTTP server over one Engine. Routes:
-//   POST /v1/chat/completions, POST /v1/completions (plain and SSE streams),
+// `dflash serve`: an OpenAI- and Anthropic-compatible HTTP server over one Engine. Routes:
+//   POST /v1/chat/completions, POST /v1/completions, POST /v1/responses (OpenAI),
+//   POST /v1/messages, POST /v1/messages/count_tokens (Anthropic), all plain and SSE streams,
 //   GET /v1/models, GET /health, GET /metrics (Prometheus), POST /tokenize, /detokenize,
 //   POST /apply-template (the rendered prompt of a chat request).
 // Requests get a slot (SlotPool: prefix reuse, a queue with a timeout); slots take turns per

@@ -18,11 +18,13 @@ class StopMatcher {
   std::string Push(std::string_view text);
   std::string Finish();  // what was held back (no stop sequence completed)
   bool stopped() const { return stopped_; }
+  const std::string& matched() const { return matched_; }  // the stop sequence found, once stopped
 
  private:
   std::vector<std::string> stops_;
   std::string held_;
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace dflash::serve

@@ -1,4 +1,5 @@
-// Agent traces: record what a client sends an OpenAI-compatible server (and the timed answer),
+// Agent traces: record what a client sends an OpenAI- or Anthropic-compatible server (and the
+// timed answer; chat, completions, Messages and Responses requests alike),
 // replay the same requests against any server later, and compare two replays side by side.
 //
 // A trace is a directory of one JSON file per request, NNNNNN.json, in arrival order:
@@ -23,7 +24,7 @@ struct RecorderOptions {
   std::string host = "127.0.0.1";
   int port = 8081;
   std::string out_dir;
-  std::string api_key;           // clients must send it (Bearer): it is not added for them
+  std::string api_key;           // clients must send it (Bearer or x-api-key): it is not added for them
 };
 
 // A proxy that forwards every request to `upstream` unchanged (streams pass through as they

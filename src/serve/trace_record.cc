@@ -133,7 +133,7 @@ class Recorder {
     up.path = req.target.empty() ? req.path : req.target;
     up.body = std::move(request_body);
     // With --api-key the client has sent that key (CheckApiKey): it goes upstream as sent.
-    for (const char* h : {"Authorization", "Content-Type", "Accept", "User-Agent"}) {
+    for (const char* h : {"Authorization", "x-api-key", "anthropic-version", "anthropic-beta", "Content-Type", "Accept", "User-Agent"}) {
       if (req.has_header(h)) up.set_header(h, req.get_header_value(h));
     }
     std::thread(&Recorder::Relay, this, std::move(up), pipe, std::move(record), index, t0).detach();

@@ -41,8 +41,13 @@ OJson ReadJson(const fs::path& path) {
   }
 }
 
-// True when a streamed chunk carries generated text or a tool call (what TTFT waits for).
+// True when a streamed chunk carries generated text or a tool call (what TTFT waits for): an
+// OpenAI chunk with content, an Anthropic content_block_delta, a Responses *.delta event.
 bool CarriesTokens(const OJson& chunk) {
+  if (chunk.is_object() && chunk.contains("type") && chunk["type"].is_string()) {
+    const std::string type = chunk["type"];
+    return type == "content_block_delta" || (type.rfind("response.", 0) == 0 && type.ends_with(".delta"));
+  }
   if (!chunk.contains("choices") || !chunk["choices"].is_array()) return false;
   for (const OJson& c : chunk["choices"]) {
     if (c.contains("text") && c["text"].is_string() && !c["text"].get<std::string>().empty()) return true;
@@ -56,18 +61,29 @@ bool CarriesTokens(const OJson& chunk) {
   return false;
 }
 
-// usage, timings and finish_reason, wherever in a response or chunk they appear.
+// usage, timings and finish_reason, wherever in a response or chunk they appear, in any of the
+// server's APIs: OpenAI chat/completions, Anthropic Messages (stop_reason; usage's input_tokens
+// leave out cache reads), Responses (events carry the response object; its status).
 void TakeStats(const OJson& j, ReplayRow& row) {
   if (!j.is_object()) return;
-  if (j.contains("error")) {
+  if (j.contains("response") && j["response"].is_object()) TakeStats(j["response"], row);
+  if (j.contains("error") && !j["error"].is_null()) {  // a Responses object has "error": null
     const OJson& e = j["error"];
     row.error = e.is_object() && e.contains("message") && e["message"].is_string() ? e["message"].get<std::string>() : e.dump();
+  } else if (j.value("type", "") == "error" && j.contains("message") && j["message"].is_string()) {
+    row.error = j["message"];  // a Responses stream's error event
   }
   if (j.contains("usage") && j["usage"].is_object()) {
     const OJson& u = j["usage"];
     row.prompt_tokens = u.value("prompt_tokens", row.prompt_tokens);
     row.completion_tokens = u.value("completion_tokens", row.completion_tokens);
+    if (u.contains("input_tokens")) row.prompt_tokens = u.value("input_tokens", 0L) + u.value("cache_read_input_tokens", 0L);
+    row.completion_tokens = u.value("output_tokens", row.completion_tokens);
   }
+  for (const OJson* m : {&j, j.contains("delta") && j["delta"].is_object() ? &j["delta"] : nullptr}) {
+    if (m && m->contains("stop_reason") && (*m)["stop_reason"].is_string()) row.finish_reason = (*m)["stop_reason"];
+  }
+  if (j.value("object", "") == "response" && j.contains("status") && j["status"].is_string()) row.finish_reason = j["status"];
   if (j.contains("timings") && j["timings"].is_object()) {
     const OJson& t = j["timings"];
     row.cache_n = t.value("cache_n", row.cache_n);
@@ -98,8 +114,9 @@ ReplayRow ReplayOne(const OJson& rec, const ReplayOptions& options) {
   if (rec.contains("request")) {
     OJson request = rec["request"];
     stream = request.is_object() && request.value("stream", false) == true;
-    // Token counts come from usage, which a stream carries only when asked for.
-    if (stream) request["stream_options"]["include_usage"] = true;
+    // Token counts come from usage, which an OpenAI chat or completions stream carries only
+    // when asked for (Anthropic and Responses streams always do).
+    if (stream && row.path.ends_with("completions")) request["stream_options"]["include_usage"] = true;
     body = request.dump();
   } else {
     body = rec.value("request_text", std::string());
