@@ -469,3 +469,33 @@ def test_trace_records_and_replays_the_new_endpoints(server, tmp_path):
     assert rows[2]["finish_reason"] in ("completed", "incomplete") and rows[3]["finish_reason"] == rows[2]["finish_reason"]
     assert rows[0]["ttft_ms"] == -1 and rows[1]["ttft_ms"] > 0 and rows[3]["ttft_ms"] > 0
     assert all(r["mode"] == "dflash" and r["cache_n"] >= 0 for r in rows)
+
+
+def test_fuzz_never_crashes(server):
+    import random
+    rng = random.Random(4321)
+    values = [None, True, -1, 0, 2 ** 70, 1.5, "", "x", [], [1, "a"], {}, {"type": "text"}, {"a": {"b": []}},
+              [{"type": "text", "text": "t"}], [{"type": "tool_use"}], [{"type": "function_call"}], {"type": "tool"}]
+    bodies = {"/v1/messages": {"model": "m", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]},
+              "/v1/messages/count_tokens": {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+              "/v1/responses": {"model": "m", "max_output_tokens": 2, "input": "hi"}}
+    keys = ["messages", "system", "max_tokens", "tools", "tool_choice", "thinking", "stop_sequences", "input",
+            "instructions", "max_output_tokens", "reasoning", "text", "temperature", "top_k", "stream", "metadata"]
+    for _ in range(150):
+        path = rng.choice(list(bodies))
+        obj = dict(bodies[path])
+        for _ in range(rng.randrange(1, 4)):
+            obj[rng.choice(keys)] = rng.choice(values)
+        if rng.random() < 0.4:
+            block = {"type": rng.choice(["text", "tool_use", "tool_result", "thinking", "image", "x"]),
+                     rng.choice(["text", "input", "content", "id", "name"]): rng.choice(values)}
+            obj["messages" if "messages" in obj else "input"] = [
+                {"role": rng.choice(["user", "assistant", "system", 3]), "content": [block],
+                 "type": rng.choice(["message", "function_call", "function_call_output", "reasoning"])}]
+        status, text = server.raw("POST", path, json.dumps(obj))
+        assert status in (200, 400), (path, obj, status, text)
+        if status == 400:
+            body = json.loads(text)
+            assert body["error"]["message"] and body["error"]["type"] == "invalid_request_error", body
+            assert (body.get("type") == "error") == path.startswith("/v1/messages"), body
+    assert server.json("GET", "/health")[0] == 200
