@@ -14,7 +14,9 @@ import anthropic
 import openai
 import pytest
 
-from test_serve import BIN, QWEN3_TEMPLATE, Server
+# The same servers as the chat tests: the pair with scripted output allowed, and with Qwen3's
+# template for tools and reasoning (pytest runs a module-scoped fixture once per module).
+from test_serve import BIN, Server, server, tool_server  # noqa: F401 (fixtures)
 
 USER = "def fibonacci(n):"
 TOOL = {"name": "get_weather", "description": "Weather for a city",
@@ -35,20 +37,6 @@ GREEDY = {"temperature": 0}
 
 def claude(s, key="none"):
     return anthropic.Anthropic(base_url=s.url, api_key=key, max_retries=0, timeout=120)
-
-
-@pytest.fixture(scope="module")
-def server():
-    s = Server("--parallel", "2", "--ctx", "1024", "--test-scripted-output")
-    yield s
-    s.stop()
-
-
-@pytest.fixture(scope="module")
-def tool_server():
-    s = Server("--ctx", "2048", "--test-scripted-output", "--chat-template", str(QWEN3_TEMPLATE))
-    yield s
-    s.stop()
 
 
 def chat_reference(s, messages, max_tokens, **kw):
