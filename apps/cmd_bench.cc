@@ -1,16 +1,22 @@
 // dflash bench: plain decoding vs DFlash on the same prompts in one run (warm-up, repeats,
 // interleaved so drift hits both modes alike); --verify-cost: t(rows)/t(1) of target
 // passes at chosen context lengths, the number that decides whether DFlash can pay here;
-// --roofline: that curve plus measured memory bandwidth, decode % of roofline and prefill.
+// --roofline: that curve plus measured memory bandwidth, decode % of roofline and prefill;
+// --acceptance: DFlash with scripted acceptance (the real draft's cost, modelled acceptance);
+// --report: the decision report (bench/report.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "bench/compute_peak.h"
 #include "bench/machine.h"
+#include "bench/report.h"
 #include "bench/roofline.h"
 #include "bench/verify_cost.h"
 #include "commands.h"
@@ -20,7 +26,10 @@
 #include "open_tokenizer.h"
 #include "ops/ops.h"
 #include "ops/quant_blocks.h"
+#include "plan/acceptance_profile.h"
+#include "plan/registry.h"
 #include "report.h"
+#include "spec/scripted_drafter.h"
 
 namespace dflash::app {
 
@@ -82,6 +91,37 @@ std::vector<BenchPrompt> ReadPrompts(const std::string& path, ModelText& model_t
   return prompts;
 }
 
+// A directory of text files: one prompt per *.txt (name: the file's stem), in name order.
+std::vector<BenchPrompt> ReadPromptDir(const std::string& dir, ModelText& model_text) {
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.is_regular_file() && e.path().extension() == ".txt") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) Fail(dir, ": no .txt prompt files");
+  std::vector<BenchPrompt> prompts;
+  for (const auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) Fail(f.string(), ": cannot read");
+    BenchPrompt p{f.stem().string(), model_text.Encode(text)};
+    if (p.ids.empty()) Fail(f.string(), ": empty prompt");
+    prompts.push_back(std::move(p));
+  }
+  return prompts;
+}
+
+// --prompts: a JSONL file, a directory of .txt files, or the name of a shipped set
+// (bench/prompts/NAME.jsonl of this checkout, found next to the registry's data/).
+std::vector<BenchPrompt> LoadPrompts(const std::string& spec, ModelText& model_text) {
+  if (std::filesystem::is_directory(spec)) return ReadPromptDir(spec, model_text);
+  if (std::filesystem::exists(spec)) return ReadPrompts(spec, model_text);
+  const std::filesystem::path shipped =
+      std::filesystem::path(plan::DefaultRegistryPath()).parent_path().parent_path() / "bench" / "prompts" / (spec + ".jsonl");
+  if (spec.find('/') == std::string::npos && std::filesystem::exists(shipped)) return ReadPrompts(shipped.string(), model_text);
+  Fail(spec, ": no such prompts file or directory, nor a shipped set (bench/prompts/*.jsonl)");
+}
+
 // Without --prompts: deterministic synthetic prompts (meaningful for speed, not for tau).
 std::vector<BenchPrompt> SyntheticPrompts(int vocab) {
   std::vector<BenchPrompt> prompts;
@@ -96,23 +136,26 @@ std::vector<BenchPrompt> SyntheticPrompts(int vocab) {
 
 struct Series {
   std::vector<double> tok_s;  // decode tok/s per repeat
+  std::vector<double> ttft;   // ms per repeat
   double decode_ms = 0;       // summed over repeats
   int tokens = 0;             // decode tokens (after the first) summed over repeats
-  double Median() const {
-    std::vector<double> s = tok_s;
+  static double Median(std::vector<double> s) {
     std::sort(s.begin(), s.end());
     return s.empty() ? 0.0 : s[s.size() / 2];
   }
+  double Median() const { return Median(tok_s); }
+  double MedianTtft() const { return Median(ttft); }
   double Min() const { return tok_s.empty() ? 0.0 : *std::min_element(tok_s.begin(), tok_s.end()); }
   double Max() const { return tok_s.empty() ? 0.0 : *std::max_element(tok_s.begin(), tok_s.end()); }
   void Add(const GenerateResult& r) {
     tok_s.push_back(r.stats.decode_tok_s());
+    ttft.push_back(r.stats.ttft_ms);
     decode_ms += r.stats.decode_ms;
     tokens += std::max(0, r.stats.completion_tokens - 1);
   }
   double MsPerToken() const { return tokens > 0 ? decode_ms / tokens : 0.0; }
   Json ToJson() const {
-    return Json{{"decode_tok_s", tok_s}, {"median_decode_tok_s", Median()},
+    return Json{{"decode_tok_s", tok_s}, {"median_decode_tok_s", Median()}, {"median_ttft_ms", MedianTtft()},
                 {"min_decode_tok_s", Min()}, {"max_decode_tok_s", Max()}, {"ms_per_token", MsPerToken()}};
   }
 };
@@ -120,6 +163,7 @@ struct Series {
 struct PromptResult {
   Series plain, dflash;
   int cycles = 0, committed = 0, drafted = 0, accepted = 0;
+  double draft_ms = 0;
   std::vector<int> accept_hist;
   bool identical = true;
   double Tau() const { return cycles ? double(committed) / cycles : 0.0; }
@@ -130,21 +174,71 @@ void AddHist(std::vector<int>& into, const std::vector<int>& h) {
   for (size_t i = 0; i < h.size(); ++i) into[i] += h[i];
 }
 
+// Scripted acceptance (--acceptance): the profile, and the plain run's tokens per prompt
+// (prompt then output) that the scripted drafter proposes from.
+struct Script {
+  AcceptanceProfile profile;
+  uint32_t seed = 1;
+  std::vector<std::vector<int32_t>> references;
+  std::string Label() const { return "scripted (profile " + profile.name + ")"; }
+};
+
+// A DFlash run whose draft proposals follow the script (spec/scripted_drafter.h); a new seed
+// per run so that repeats sample different mismatches.
+GenerateResult ScriptedRun(dflash::Engine& engine, const Script& script, size_t prompt, uint32_t run,
+                           std::span<const int32_t> ids, const GenerateOptions& gen) {
+  ScriptedDrafter drafter(*engine.drafter(), script.references[prompt], script.profile,
+                          engine.target_config().decoder.vocab_size, script.seed + 7919u * run);
+  engine.set_drafter_override(&drafter);
+  try {
+    GenerateResult r = engine.Generate(ids, gen);
+    engine.set_drafter_override(nullptr);
+    return r;
+  } catch (...) {
+    engine.set_drafter_override(nullptr);
+    throw;
+  }
+}
+
+// The verify-cost curve the report's cost model runs on, at the middle of the generated
+// stretch of the mean prompt.
+void MeasureReportCurve(dflash::Engine& engine, const std::vector<BenchPrompt>& prompts, const GenerateOptions& gen,
+                        BenchReport& report) {
+  size_t tokens = 0;
+  for (const BenchPrompt& p : prompts) tokens += p.ids.size();
+  report.curve_context = static_cast<int>(tokens / prompts.size()) + gen.max_new_tokens / 2;
+  report.curve_rows.clear();
+  for (int rows : {1, 2, 4, 8, 16, 32}) {
+    if (rows < gen.block_size) report.curve_rows.push_back(rows);
+  }
+  report.curve_rows.push_back(gen.block_size);
+  const std::vector<VerifyCostPoint> pts =
+      MeasureVerifyCost(engine.target(), {report.curve_context}, report.curve_rows, 3, ShowProgress);
+  report.curve_ratios.clear();
+  for (const VerifyCostPoint& p : pts) report.curve_ratios.push_back(p.ratio);
+  report.curve_step_ms = pts.front().ms;
+}
+
 int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOptions& gen,
                  const std::vector<BenchPrompt>& prompts, int warmup, int repeats,
-                 const std::string& json_path) {
+                 const std::string& json_path, const Script* script, BenchReport* report) {
   const bool with_draft = gen.block_size > 1;
   GenerateOptions plain = gen;
   plain.block_size = 1;
+  // Before any generation: the curve fills the KV cache with synthetic entries.
+  if (report) MeasureReportCurve(engine, prompts, gen, *report);
   std::vector<PromptResult> results(prompts.size());
   const int total = warmup + repeats;
+  uint32_t scripted_runs = 0;
   for (int rep = 0; rep < total; ++rep) {
     for (size_t p = 0; p < prompts.size(); ++p) {
       // Alternate which mode goes first so thermal or cache drift cannot favour one.
       GenerateResult a, b;
       const bool plain_first = rep % 2 == 0;
       if (plain_first || !with_draft) a = engine.Generate(prompts[p].ids, plain);
-      if (with_draft) b = engine.Generate(prompts[p].ids, gen);
+      if (with_draft) {
+        b = script ? ScriptedRun(engine, *script, p, scripted_runs++, prompts[p].ids, gen) : engine.Generate(prompts[p].ids, gen);
+      }
       if (!plain_first && with_draft) a = engine.Generate(prompts[p].ids, plain);
       if (rep < warmup) continue;
       PromptResult& pr = results[p];
@@ -154,6 +248,7 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
       pr.cycles += b.stats.cycles;
       pr.drafted += b.stats.drafted;
       pr.accepted += b.stats.accepted;
+      pr.draft_ms += b.stats.draft_ms;
       for (size_t k = 0; k < b.stats.accept_hist.size(); ++k) pr.committed += static_cast<int>(k) * b.stats.accept_hist[k];
       AddHist(pr.accept_hist, b.stats.accept_hist);
       if (gen.sampling.same_tokens_as_plain() && a.tokens != b.tokens) pr.identical = false;
@@ -166,10 +261,17 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
   }
 
   const MachineInfo machine = DescribeMachine();
+  const std::string acceptance = script ? script->Label() : "measured (the draft's own proposals)";
   std::printf("%s | %s | %d threads | %d new tokens, block %d, %s, policy %s, %d warm-up + %d repeats\n",
               machine.cpu.c_str(), machine.simd_target.c_str(), engine.threads(), gen.max_new_tokens,
               gen.block_size, gen.sampling.greedy() ? "greedy" : SpecSamplingName(gen.sampling.spec).data(),
               std::string(SpecPolicyName(gen.policy)).c_str(), warmup, repeats);
+  const std::optional<DType>& draft_quant = engine.options().draft_quant;
+  const std::string draft_matrices = draft_quant ? std::string(DTypeName(*draft_quant)) : "as stored";
+  if (with_draft) std::printf("draft matrices: %s\n", draft_matrices.c_str());
+  if (with_draft) {
+    std::printf("acceptance: %s%s\n", acceptance.c_str(), script ? (": " + script->profile.source).c_str() : "");
+  }
   std::printf("%-16s %6s  %-26s %-26s %8s %6s %7s %s\n", "prompt", "tokens", "plain tok/s (min-max)",
               "dflash tok/s (min-max)", "speedup", "tau", "accept", "identical");
   Json jprompts = Json::array();
@@ -190,6 +292,7 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
       jp["tau"] = r.Tau();
       jp["acceptance"] = r.drafted ? double(r.accepted) / r.drafted : 0.0;
       jp["accept_hist"] = r.accept_hist;
+      jp["acceptance_mode"] = acceptance;
       if (gen.sampling.same_tokens_as_plain()) jp["identical"] = r.identical;
       all_dflash.decode_ms += r.dflash.decode_ms;
       all_dflash.tokens += r.dflash.tokens;
@@ -197,6 +300,7 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
       total_spec.committed += r.committed;
       total_spec.drafted += r.drafted;
       total_spec.accepted += r.accepted;
+      total_spec.draft_ms += r.draft_ms;
       total_spec.identical = total_spec.identical && r.identical;
       AddHist(total_spec.accept_hist, r.accept_hist);
     }
@@ -225,19 +329,62 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
                        {"block_size", gen.block_size}, {"greedy", gen.sampling.greedy()},
                        {"temperature", gen.sampling.temperature}, {"spec_sampling", SpecSamplingName(gen.sampling.spec)}, {"warmup", warmup}, {"repeats", repeats},
                        {"no_eos", gen.ignore_stop}, {"spec_policy", SpecPolicyName(gen.policy)},
-                       {"target_quant", mf.target_quant}, {"draft_quant", mf.draft_quant},
+                       {"target_quant", mf.target_quant}, {"draft_quant", draft_matrices},
                        {"bf16_dot", mf.bf16_dot}, {"kv_type", DTypeName(engine.options().kv_type)}};
     j["prompts"] = jprompts;
     j["mean"] = Json{{"plain_decode_tok_s", plain_tok_s}, {"dflash_decode_tok_s", dflash_tok_s},
                      {"speedup", mean_speedup}, {"tau", total_spec.Tau()},
                      {"acceptance", total_spec.drafted ? double(total_spec.accepted) / total_spec.drafted : 0.0},
-                     {"accept_hist", total_spec.accept_hist}};
+                     {"accept_hist", total_spec.accept_hist}, {"acceptance_mode", acceptance}};
     if (with_draft && gen.sampling.same_tokens_as_plain()) j["identical"] = total_spec.identical;
+    if (with_draft) j["acceptance_mode"] = acceptance;
+    if (script) {
+      j["acceptance_profile"] = Json{{"name", script->profile.name}, {"source", script->profile.source},
+                                     {"accept_at_depth", script->profile.accept_at_depth}, {"seed", script->seed}};
+    }
     j["peak_rss_mib"] = rss;
     std::ofstream out(json_path);
     if (!out) Fail(json_path, ": cannot write");
     out << j.dump(2) << "\n";
     std::printf("wrote %s\n", json_path.c_str());
+  }
+  if (report) {
+    BenchReport& rp = *report;
+    rp.machine = machine;
+    rp.threads = engine.threads();
+    rp.model = mf.model;
+    rp.draft = mf.draft;
+    rp.target_quant = mf.target_quant;
+    rp.kv_type = DTypeName(engine.options().kv_type);
+    rp.policy = SpecPolicyName(gen.policy);
+    rp.new_tokens = gen.max_new_tokens;
+    rp.block = gen.block_size;
+    rp.warmup = warmup;
+    rp.repeats = repeats;
+    rp.context = engine.options().context;
+    rp.acceptance = acceptance;
+    rp.acceptance_source = script ? script->profile.source : "";
+    double plain_ttft = 0, dflash_ttft = 0;
+    for (size_t p = 0; p < prompts.size(); ++p) {
+      const PromptResult& r = results[p];
+      rp.prompts.push_back({prompts[p].name, static_cast<int>(prompts[p].ids.size()), r.plain.Median(),
+                            r.dflash.Median(), r.plain.MedianTtft(), r.dflash.MedianTtft(), r.Tau(), r.identical});
+      plain_ttft += r.plain.MedianTtft();
+      dflash_ttft += r.dflash.MedianTtft();
+    }
+    rp.plain_ttft_ms = plain_ttft / prompts.size();
+    rp.dflash_ttft_ms = dflash_ttft / prompts.size();
+    rp.plain_tok_s = plain_tok_s;
+    rp.dflash_tok_s = dflash_tok_s;
+    rp.tau = total_spec.Tau();
+    rp.sampling_identical = gen.sampling.same_tokens_as_plain();
+    rp.identical = total_spec.identical;
+    rp.accept_hist = total_spec.accept_hist;
+    rp.accept_at_depth = AcceptanceAtDepth(total_spec.accept_hist);
+    rp.draft_ms = total_spec.cycles ? total_spec.draft_ms / total_spec.cycles : 0.0;
+    rp.peak_rss_mib = rss;
+    rp.cache_bytes = static_cast<int64_t>(engine.cache_bytes());
+    Analyse(rp);
   }
   return with_draft && gen.sampling.same_tokens_as_plain() && !total_spec.identical ? 3 : 0;
 }
@@ -411,21 +558,32 @@ int Bench(int argc, char** argv) {
   mf.no_eos = true;  // fixed-length runs, so both modes time the same number of tokens
   mf.spec_policy = "always";  // raw DFlash against plain; --spec-policy adaptive measures the policy
   std::string prompts_path, tokenizer_dir, json_path, contexts = "512,8192", rows = "1,2,4,8,16,32";
-  int warmup = 1, repeats = 3, bandwidth_mib = 1024, prefill_tokens = 512;
+  std::string acceptance_spec, report_path;
+  int warmup = 1, repeats = 3, bandwidth_mib = 1024, prefill_tokens = 512, acceptance_seed = 1;
   bool verify_cost = false, roofline = false, profile = false;
   Args args("bench",
             "Benchmark plain decoding against DFlash on the same prompts in one run (fixed length,\n"
             "warm-up, interleaved repeats), or with --verify-cost time target passes of several row\n"
             "counts at several context lengths, or with --roofline also measure memory bandwidth, decode\n"
-            "% of the bandwidth roofline and prefill speed.");
+            "% of the bandwidth roofline and prefill speed. --report writes the decision report (Markdown,\n"
+            "JSON, SVG charts); --acceptance replaces the draft's proposals by a scripted acceptance profile.");
   mf.Declare(args);
-  args.Option("--prompts", &prompts_path, "FILE",
+  args.Option("--prompts", &prompts_path, "FILE|DIR|NAME",
               "JSONL, one prompt per line: {\"name\": ..., and \"prompt\": TEXT (tokenized), \"messages\": [...] "
-              "(the model's chat template) or \"prompt_ids\": [...]}");
+              "(the model's chat template) or \"prompt_ids\": [...]}; or a directory of .txt prompts; or a shipped "
+              "set of bench/prompts (chat, pair-heldout)");
   args.Option("--tokenizer", &tokenizer_dir, "DIR", "tokenizer directory or .gguf for text prompts (default: the model's own)");
   args.Option("--warmup", &warmup, "N", "untimed warm-up rounds");
   args.Option("--repeats", &repeats, "N", "timed rounds (median and min-max reported)");
-  args.Option("--json", &json_path, "FILE", "also write the results as JSON");
+  args.Option("--json", &json_path, "FILE", "also write the results as JSON (with --report: the report's, docs/plan.md)");
+  args.Option("--report", &report_path, "FILE.md",
+              "write the decision report: throughput, memory, baseline comparison with the cost model's prediction, "
+              "recommendation; SVG charts next to it");
+  args.Option("--acceptance", &acceptance_spec, "PROFILE",
+              "scripted acceptance: the real draft runs, its proposals follow the plain run's tokens up to a sampled "
+              "first mismatch; PROFILE is agent, code, math, chat (data/pairs.json figures) or a JSON file "
+              "{\"name\", \"source\", \"accept_at_depth\": [...]}");
+  args.Option("--acceptance-seed", &acceptance_seed, "N", "--acceptance: seed of the sampled mismatches");
   args.Flag("--verify-cost", &verify_cost, "time t(rows)/t(1) target passes instead of generating");
   args.Flag("--profile", &profile, "--verify-cost: also split each pass's time by stage (qkv, attention, ...)");
   args.Flag("--roofline", &roofline, "bandwidth, decode % of roofline, prefill and the verify cost curve");
@@ -436,6 +594,9 @@ int Bench(int argc, char** argv) {
   if (!args.Parse(argc, argv)) return 0;
   if (repeats < 1 || warmup < 0) Fail("--repeats must be >= 1 and --warmup >= 0");
 
+  if ((verify_cost || roofline) && (!report_path.empty() || !acceptance_spec.empty())) {
+    Fail("--report and --acceptance compare plain decoding with DFlash; --verify-cost and --roofline time target passes only");
+  }
   if (verify_cost && roofline) Fail("--verify-cost and --roofline are alternatives (--roofline includes the curve)");
   if (profile && !verify_cost) Fail("--profile splits --verify-cost passes by stage; add --verify-cost");
   if (roofline && !args.Given("--contexts")) contexts = "512,4096,16384";
@@ -462,13 +623,42 @@ int Bench(int argc, char** argv) {
   std::vector<BenchPrompt> prompts;
   if (!prompts_path.empty()) {
     ModelText model_text(tokenizer_dir, mf.model);
-    prompts = ReadPrompts(prompts_path, model_text);
+    prompts = LoadPrompts(prompts_path, model_text);
   }
   dflash::Engine engine(engine_options);
   WarnIfContextUntrained(engine);
   const GenerateOptions gen = mf.Generation(args, engine);
   if (prompts.empty()) prompts = SyntheticPrompts(engine.target_config().decoder.vocab_size);
-  return CompareModes(engine, mf, gen, prompts, warmup, repeats, json_path);
+  const bool with_draft = gen.block_size > 1;
+  if ((!report_path.empty() || !acceptance_spec.empty()) && !with_draft) {
+    Fail("--report and --acceptance need a draft (-d DRAFT) and --mode dflash");
+  }
+  std::optional<Script> script;
+  if (!acceptance_spec.empty()) {
+    if (!gen.sampling.same_tokens_as_plain()) {
+      Fail("--acceptance scripts which drafts the target accepts, which holds under greedy decoding or "
+           "--spec-sampling reproducible, not rejection sampling");
+    }
+    script.emplace();
+    script->profile = plan::LoadAcceptanceProfile(acceptance_spec, plan::LoadRegistry(plan::DefaultRegistryPath()), gen.block_size);
+    script->seed = static_cast<uint32_t>(acceptance_seed);
+    GenerateOptions plain = gen;
+    plain.block_size = 1;
+    for (size_t p = 0; p < prompts.size(); ++p) {
+      std::vector<int32_t>& ref = script->references.emplace_back(prompts[p].ids);
+      const GenerateResult r = engine.Generate(prompts[p].ids, plain);
+      ref.insert(ref.end(), r.tokens.begin(), r.tokens.end());
+      ShowProgress("reference", static_cast<int>(p + 1), static_cast<int>(prompts.size()));
+    }
+  }
+  std::optional<BenchReport> report;
+  if (!report_path.empty()) report.emplace();
+  const int rc = CompareModes(engine, mf, gen, prompts, warmup, repeats, report ? "" : json_path,
+                              script ? &*script : nullptr, report ? &*report : nullptr);
+  if (report) {
+    for (const std::string& f : WriteReport(*report, report_path, json_path)) std::printf("wrote %s\n", f.c_str());
+  }
+  return rc;
 }
 
 }  // namespace dflash::app

@@ -35,10 +35,14 @@ void WriteOutput(const std::string& text, const std::string& path) {
 int Plan(int argc, char** argv) {
   double memory_gb = 0, bandwidth_gbs = 0;
   int threads = 0, context = 4096;
+  bool calibrate = false;
+  plan::CalibrationOptions calibration;
   std::string label, task = "chat", pair, format = "md", output, registry_path;
   Args args("plan",
             "Which published DFlash pair fits this machine, in which format, the commands to download and run it\n"
-            "(printed, never run), and an uncalibrated (analytic) prediction of plain and DFlash tok/s.");
+            "(printed, never run), and a prediction of plain and DFlash tok/s and a recommendation: analytic\n"
+            "(uncalibrated), or with --calibrate from this machine's costs measured on synthetic weights of the\n"
+            "chosen pair's shapes (nothing downloaded).");
   args.Option("--memory-gb", &memory_gb, "N", "plan for N GiB of memory (default: this machine's MemTotal)");
   args.Option("-t,--threads", &threads, "N", "threads to plan and measure with (0 = one per physical core)");
   args.Option("--machine-label", &label, "L", "a name for this machine in the report");
@@ -49,7 +53,16 @@ int Plan(int argc, char** argv) {
   args.Option("-o,--output", &output, "FILE", "write the report to FILE instead of stdout");
   args.Option("--bandwidth-gbs", &bandwidth_gbs, "N", "memory read bandwidth to assume instead of measuring it");
   args.Option("--registry", &registry_path, "FILE", "pairs registry (default: data/pairs.json of this checkout)");
+  args.Flag("--calibrate", &calibrate,
+            "measure the chosen pair's decode, verify, draft and prefill costs here on synthetic weights");
+  args.Option("--calibrate-layers", &calibration.target_layers, "N",
+              "--calibrate: target layers to build (the rest extrapolated per layer)");
+  args.Option("--calibrate-draft-layers", &calibration.draft_layers, "N", "--calibrate: draft layers to build");
+  args.Option("--calibrate-repeats", &calibration.repeats, "N", "--calibrate: timed passes per point (median)");
   if (!args.Parse(argc, argv)) return 0;
+  if (calibration.target_layers < 1 || calibration.draft_layers < 1 || calibration.repeats < 1) {
+    Fail("--calibrate-layers, --calibrate-draft-layers and --calibrate-repeats must be at least 1");
+  }
   if (format != "md" && format != "json") Fail("--format must be md or json, got '", format, "'");
   if (args.Given("--memory-gb") && !(memory_gb > 0)) Fail("--memory-gb must be positive, got ", memory_gb);
   if (args.Given("--bandwidth-gbs") && !(bandwidth_gbs > 0)) Fail("--bandwidth-gbs must be positive, got ", bandwidth_gbs);
@@ -74,7 +87,8 @@ int Plan(int argc, char** argv) {
   r.context = context;
   r.task = task;
   r.pair = pair;
-  const plan::Plan p = plan::MakePlan(registry, r);
+  plan::Plan p = plan::MakePlan(registry, r);
+  if (calibrate) plan::CalibratePlan(p, pool, calibration);
   WriteOutput(format == "json" ? plan::PlanJson(p).dump(2) + "\n" : plan::PlanMarkdown(p), output);
   return 0;
 }

@@ -1,61 +1,37 @@
 #include "plan/cost_model.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "core/error.h"
 
 namespace dflash::plan {
 
-namespace {
+double VerifyMs(const StepCosts& c, int rows) { return c.step_ms * (1.0 + c.slope * (rows - 1)); }
 
-// Attention multiply-adds of one row over `positions` keys: scores and value sums.
-double AttentionMacs(const ModelShape& s, int64_t positions) {
-  const int64_t full = s.full_attention_layers - s.sliding_layers;
-  const double per_layer = 2.0 * s.heads * s.head_dim;
-  return per_layer * (full * double(positions) + s.sliding_layers * double(std::min<int64_t>(positions, s.sliding_window)));
-}
-
-double Seconds(double bytes, double macs, const WeightFormat& f, const MachineRates& m) {
-  const double gmacs = f.int8_kernels && m.int8_gmacs > 0 ? m.int8_gmacs : m.f32_gmacs;
-  return bytes / (m.bandwidth_gbs * 1e9) + macs / (gmacs * 1e9 * kComputeEfficiency);
-}
-
-}  // namespace
-
-StepCosts AnalyticCosts(const ModelShape& target, const ModelShape& draft, const WeightFormat& format,
-                        int64_t context, int kv_bytes, const MachineRates& machine) {
-  if (!(machine.bandwidth_gbs > 0) || !(machine.f32_gmacs > 0)) {
-    Fail("cost model: bandwidth (", machine.bandwidth_gbs, " GB/s) and compute peak (", machine.f32_gmacs,
-         " GMAC/s) must be positive");
+double FitVerifySlope(std::span<const int> rows, std::span<const double> ratios) {
+  if (rows.size() != ratios.size()) Fail("internal: ", rows.size(), " row counts for ", ratios.size(), " verify costs");
+  double num = 0, den = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    num += (ratios[i] - 1) * (rows[i] - 1);
+    den += double(rows[i] - 1) * (rows[i] - 1);
   }
-  const ParamCount tp = CountParams(target), dp = CountParams(draft);
-  // A step reads its active layers, the LM head (the tied embedding when there is none) and
-  // one embedding row, the KV at the context and the recurrent state; it multiplies each
-  // weight once per row.
-  const double head = tp.lm_head > 0 ? tp.lm_head : tp.embedding;
-  const double step_weights = tp.layers_per_token + head;
-  const double step_bytes = step_weights * format.bytes_per_weight + KvCacheBytes(target, context, kv_bytes) +
-                            RecurrentStateBytes(target);
-  const double row_macs = step_weights + AttentionMacs(target, context);
-  const double step_s = Seconds(step_bytes, row_macs, format, machine);
-  const double row_s = Seconds(0, row_macs, format, machine);
-
-  // A draft pass: its own layers and the shared LM head once for the block, block rows of work,
-  // attention over its context cache (f32) plus the block.
-  const int block = std::max(draft.block_size, 2);
-  const double draft_cache = 2.0 * draft.layers * draft.kv_heads * draft.head_dim * 4.0 * double(context);
-  const double draft_bytes = (dp.layers_per_token + head) * format.bytes_per_weight + draft_cache;
-  const double draft_row_macs = dp.layers_per_token + head + AttentionMacs(draft, context + block);
-  const double draft_s = Seconds(draft_bytes, block * draft_row_macs, format, machine);
-  return {step_s * 1e3, draft_s * 1e3, row_s / step_s};
+  return den > 0 ? std::max(0.0, num / den) : 0.0;
 }
 
-double ExpectedTokens(double a, int rows) {
-  double sum = 0, term = 1;
-  for (int d = 0; d < rows; ++d, term *= a) sum += term;
+double CycleTokensPerMs(const StepCosts& c, double expected_tokens, int rows) {
+  return expected_tokens / (c.draft_ms + VerifyMs(c, rows));
+}
+
+double ExpectedTokens(std::span<const double> accept_at_depth, int rows) {
+  double sum = 1, all_accepted = 1;  // the target's own token always commits
+  for (int d = 1; d < rows && !accept_at_depth.empty(); ++d) {
+    all_accepted *= accept_at_depth[std::min<size_t>(d - 1, accept_at_depth.size() - 1)];
+    sum += all_accepted;
+  }
   return sum;
 }
+
+double ExpectedTokens(double a, int rows) { return ExpectedTokens(std::span<const double>(&a, 1), rows); }
 
 double PerDepthAcceptance(double tau, int block) {
   if (block < 1) Fail("cost model: block must be at least 1, got ", block);
@@ -69,39 +45,25 @@ double PerDepthAcceptance(double tau, int block) {
   return (lo + hi) / 2;
 }
 
-Prediction Predict(const StepCosts& c, double tau, int block) {
+std::vector<double> GeometricCurve(double tau, int block) {
+  return std::vector<double>(std::max(1, block - 1), PerDepthAcceptance(tau, block));
+}
+
+Prediction Predict(const StepCosts& c, std::span<const double> accept_at_depth, int block) {
   if (!(c.step_ms > 0) || c.draft_ms < 0 || c.slope < 0) {
     Fail("cost model: step ", c.step_ms, " ms, draft ", c.draft_ms, " ms, slope ", c.slope, " are not valid costs");
   }
+  if (block < 2) Fail("cost model: a DFlash block has at least 2 rows, got ", block);
+  const auto expected = [&](int rows) { return ExpectedTokens(accept_at_depth, rows); };
   Prediction p;
-  p.acceptance = PerDepthAcceptance(tau, block);
+  p.tau = expected(block);
   p.plain_tok_s = 1e3 / c.step_ms;
-  auto rate = [&](int rows) {
-    return 1e3 * ExpectedTokens(p.acceptance, rows) / (c.draft_ms + c.step_ms * (1 + c.slope * (rows - 1)));
-  };
-  p.full_block_tok_s = rate(block);
-  p.adaptive_tok_s = p.plain_tok_s;
-  for (int rows = 2; rows <= block; ++rows) {
-    if (rate(rows) > p.adaptive_tok_s) {
-      p.adaptive_tok_s = rate(rows);
-      p.best_rows = rows;
-    }
-  }
+  p.full_block_tok_s = 1e3 * CycleTokensPerMs(c, p.tau, block);
+  const int rows = BestVerifyRows(c, block, expected);
+  const double rate = 1e3 * CycleTokensPerMs(c, expected(rows), rows);
+  p.adaptive_tok_s = std::max(rate, p.plain_tok_s);
+  p.best_rows = rate > p.plain_tok_s ? rows : 1;
   return p;
-}
-
-std::vector<std::string> AnalyticAssumptions() {
-  return {
-      "a decode step reads every active weight, the LM head, the KV cache at the context and any recurrent state "
-      "once, at the measured streaming bandwidth",
-      "matrix and attention work runs at " + std::to_string(int(kComputeEfficiency * 100)) +
-          "% of the measured compute peak (int8 peak for q8_0/q4_0/q4_k, f32 otherwise), added to the read time",
-      "a verify of k rows costs t_step * (1 + slope * (k - 1)): the weights are read once, the work grows per row",
-      "a draft pass reads the draft and the shared LM head once and computes a whole block of rows",
-      "acceptance falls geometrically with draft depth, matched to the reported tau at the full block",
-      "tau comes from z-lab's GPU runs (greedy, thinking off); acceptance does not depend on the hardware, but "
-      "does on the prompts",
-  };
 }
 
 }  // namespace dflash::plan

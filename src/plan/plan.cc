@@ -109,6 +109,22 @@ double ChooseTau(const Registry& r, const PairEntry& p, const std::string& task,
   return tau;
 }
 
+std::vector<std::string> CalibratedAssumptions(const Calibration& c) {
+  std::vector<std::string> a;
+  if (c.extrapolated()) {
+    a.push_back("built " + std::to_string(c.target_layers_built) + " of the target's " + std::to_string(c.target_layers) +
+                " layers and " + std::to_string(c.draft_layers_built) + " of the draft's " + std::to_string(c.draft_layers) +
+                "; each pass's time was extrapolated per layer (the LM head's measured share kept, the rest scaled)");
+  }
+  if (!c.format_note.empty()) a.push_back(c.format_note);
+  a.push_back("the draft pass's LM head share is the target's widest pass's per-row LM head time x (block - 1) rows");
+  a.push_back("prefill speed is one 64-token chunk at half the context; TTFT = context / that speed");
+  a.push_back("acceptance falls geometrically with draft depth, matched to the reported tau at the full block");
+  a.push_back("tau comes from z-lab's GPU runs (greedy, thinking off); it does not depend on the hardware, but does on "
+              "the prompts");
+  return a;
+}
+
 }  // namespace
 
 std::vector<std::string> PlanFormats(const PairEntry& p) {
@@ -149,8 +165,45 @@ Plan MakePlan(const Registry& registry, const PlanRequest& request) {
   plan.costs = AnalyticCosts(c.pair->target.shape, c.pair->draft.shape, FindWeightFormat(c.format), request.context,
                              kKvBytes, request.rates);
   plan.tau = ChooseTau(registry, *c.pair, request.task, &plan.tau_source);
-  plan.prediction = Predict(plan.costs, plan.tau, block);
+  plan.accept_at_depth = GeometricCurve(plan.tau, block);
+  plan.prediction = Predict(plan.costs, plan.accept_at_depth, block);
   return plan;
+}
+
+void CalibratePlan(Plan& plan, ThreadPool& pool, const CalibrationOptions& options) {
+  if (plan.choice < 0) Fail("--calibrate: no pair was chosen to calibrate (", plan.reason, ")");
+  const Candidate& c = plan.candidates[plan.choice];
+  plan.calibration = Calibrate(c.pair->target.shape, c.pair->draft.shape, c.format, plan.request.context, pool, options);
+  plan.costs = plan.calibration->costs;
+  plan.prediction = Predict(plan.costs, plan.accept_at_depth, c.pair->draft.shape.block_size);
+}
+
+namespace {
+// A predicted gain below this is within the prediction's error (docs/plan.md).
+constexpr double kWorthwhileSpeedup = 1.1;
+// A draft pass costing more than this share of the cycle it serves is worth bounding.
+constexpr double kDraftShareForWindow = 0.4;
+}  // namespace
+
+Recommendation Recommend(const Plan& plan) {
+  Recommendation r;
+  if (plan.choice < 0) return r;
+  const Prediction& p = plan.prediction;
+  const Candidate& c = plan.candidates[plan.choice];
+  const double speedup = p.adaptive_tok_s / p.plain_tok_s;
+  r.dflash = p.best_rows > 1 && speedup >= kWorthwhileSpeedup;
+  r.verify_rows = r.dflash ? p.best_rows : 1;
+  r.format = c.format;
+  const double cycle_ms = plan.costs.draft_ms + VerifyMs(plan.costs, std::max(2, p.best_rows));
+  r.draft_window = plan.costs.draft_ms > kDraftShareForWindow * cycle_ms && plan.request.context > 4096
+                       ? "--draft-window 2048: the draft pass is " + Fixed(100 * plan.costs.draft_ms / cycle_ms, 0) +
+                             "% of a cycle at this context; a bounded draft context caps it (check tau with bench)"
+                       : "unbounded (the default): the draft pass is " + Fixed(100 * plan.costs.draft_ms / cycle_ms, 0) +
+                             "% of a cycle at this context";
+  r.why = r.dflash ? "predicted " + Fixed(speedup, 2) + "x plain decoding verifying " + std::to_string(p.best_rows) + " rows"
+                   : p.best_rows > 1 ? "predicted only " + Fixed(speedup, 2) + "x, within the prediction's error"
+                                     : "no verify length beats plain decoding at this tau and these costs";
+  return r;
 }
 
 Json PlanJson(const Plan& plan) {
@@ -197,23 +250,48 @@ Json PlanJson(const Plan& plan) {
   j["reason"] = plan.reason;
   j["commands"] = plan.choice < 0 ? Json(nullptr) : Json{{"setup", plan.setup}, {"run", plan.run}, {"bench", plan.bench}};
   if (plan.choice < 0) {
-    j["prediction"] = nullptr;
+    j["prediction"] = j["calibration"] = j["recommendation"] = nullptr;
     return j;
   }
   const Prediction& p = plan.prediction;
-  j["prediction"] = {{"label", "uncalibrated (analytic)"},
+  j["calibration"] = nullptr;
+  if (plan.calibration) {
+    const Calibration& c = *plan.calibration;
+    j["calibration"] = {{"format", c.format},
+                        {"format_note", c.format_note},
+                        {"kv_type", c.kv_type},
+                        {"context", c.context},
+                        {"target_layers_built", c.target_layers_built},
+                        {"target_layers", c.target_layers},
+                        {"draft_layers_built", c.draft_layers_built},
+                        {"draft_layers", c.draft_layers},
+                        {"extrapolated", c.extrapolated()},
+                        {"rows", c.rows},
+                        {"verify_ms", c.verify_ms},
+                        {"lm_head_share", c.lm_head_share},
+                        {"draft_ms", c.draft_ms},
+                        {"prefill_tok_s", c.prefill_tok_s},
+                        {"ttft_ms", c.ttft_ms},
+                        {"build_s", c.build_s},
+                        {"measure_s", c.measure_s}};
+  }
+  const Recommendation rec = Recommend(plan);
+  j["recommendation"] = {{"dflash", rec.dflash}, {"verify_rows", rec.verify_rows}, {"format", rec.format},
+                         {"draft_window", rec.draft_window}, {"why", rec.why}};
+  j["prediction"] = {{"label", plan.calibration ? "calibrated (measured on this machine)" : "uncalibrated (analytic)"},
                      {"plain_tok_s", p.plain_tok_s},
                      {"dflash_tok_s", p.adaptive_tok_s},
                      {"dflash_full_block_tok_s", p.full_block_tok_s},
                      {"speedup", p.adaptive_tok_s / p.plain_tok_s},
                      {"verify_rows", p.best_rows},
-                     {"per_depth_acceptance", p.acceptance},
+                     {"per_depth_acceptance", plan.accept_at_depth.front()},
                      {"tau", plan.tau},
                      {"tau_source", plan.tau_source},
                      {"step_ms", plan.costs.step_ms},
                      {"draft_ms", plan.costs.draft_ms},
                      {"verify_slope", plan.costs.slope},
-                     {"assumptions", AnalyticAssumptions()}};
+                     {"ttft_ms", plan.calibration ? Json(plan.calibration->ttft_ms) : Json(nullptr)},
+                     {"assumptions", plan.calibration ? CalibratedAssumptions(*plan.calibration) : AnalyticAssumptions()}};
   return j;
 }
 
@@ -252,18 +330,39 @@ void PairsSection(std::ostringstream& o, const Plan& plan) {
 
 void PredictionSection(std::ostringstream& o, const Plan& plan) {
   const Prediction& p = plan.prediction;
-  o << "## Prediction: uncalibrated (analytic)\n\n"
+  o << (plan.calibration ? "## Prediction: calibrated (measured on this machine)\n\n" : "## Prediction: uncalibrated (analytic)\n\n")
     << "- plain decoding: " << Fixed(p.plain_tok_s, 1) << " tok/s (step " << Fixed(plan.costs.step_ms, 1) << " ms)\n"
     << "- DFlash, adaptive policy: " << Fixed(p.adaptive_tok_s, 1) << " tok/s ("
     << (p.best_rows > 1 ? "verifying " + std::to_string(p.best_rows) + " rows" : "decodes plainly: no verify length pays")
     << "; " << Fixed(p.adaptive_tok_s / p.plain_tok_s, 2) << "x)\n"
     << "- DFlash, full block every cycle: " << Fixed(p.full_block_tok_s, 1) << " tok/s\n"
-    << "- tau " << Fixed(plan.tau, 2) << ": " << plan.tau_source << "; per-depth acceptance " << Fixed(p.acceptance, 3) << "\n"
+    << "- tau " << Fixed(plan.tau, 2) << ": " << plan.tau_source << "; per-depth acceptance " << Fixed(plan.accept_at_depth.front(), 3) << "\n"
     << "- costs: draft pass " << Fixed(plan.costs.draft_ms, 1) << " ms, verify slope " << Fixed(plan.costs.slope, 3)
-    << " (t_verify(k) = t_step x (1 + slope x (k - 1)))\n\n"
-    << "Assumptions (none of these numbers was measured on the pair itself; run the bench command to measure):\n\n";
-  for (const std::string& a : AnalyticAssumptions()) o << "- " << a << "\n";
-  o << "\n";
+    << " (t_verify(k) = t_step x (1 + slope x (k - 1)))\n";
+  if (plan.calibration) {
+    const Calibration& c = *plan.calibration;
+    o << "- TTFT for a " << c.context << "-token prompt: " << Fixed(c.ttft_ms / 1e3, 1) << " s (prefill "
+      << Fixed(c.prefill_tok_s, 1) << " tok/s)\n\n"
+      << "Measured here on synthetic " << c.format << " weights of the pair's shapes, KV " << c.kv_type << ", context "
+      << c.context << " (built in " << Fixed(c.build_s, 1) << " s, timed in " << Fixed(c.measure_s, 1) << " s):\n\n"
+      << "| rows | verify ms | t(rows)/t(1) | LM head share |\n| ---: | ---: | ---: | ---: |\n";
+    for (size_t i = 0; i < c.rows.size(); ++i) {
+      o << "| " << c.rows[i] << " | " << Fixed(c.verify_ms[i], 2) << " | " << Fixed(c.verify_ms[i] / c.verify_ms[0], 2)
+        << " | " << Fixed(100 * c.lm_head_share[i], 1) << "% |\n";
+    }
+    o << "\nAssumptions:\n\n";
+    for (const std::string& a : CalibratedAssumptions(c)) o << "- " << a << "\n";
+  } else {
+    o << "\nAssumptions (none of these numbers was measured on the pair itself; `--calibrate` measures them, the "
+         "bench command measures the pair):\n\n";
+    for (const std::string& a : AnalyticAssumptions()) o << "- " << a << "\n";
+  }
+  const Recommendation r = Recommend(plan);
+  o << "\n## Recommendation\n\n"
+    << "- DFlash " << (r.dflash ? "on" : "off") << ": " << r.why << "\n"
+    << "- verify length: " << (r.dflash ? std::to_string(r.verify_rows) + " rows (--spec-policy adaptive finds it by itself)" : std::string("n/a")) << "\n"
+    << "- format: " << r.format << "\n"
+    << "- draft window: " << r.draft_window << "\n\n";
 }
 
 }  // namespace

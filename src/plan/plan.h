@@ -4,10 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "io/json_file.h"
+#include "plan/analytic_costs.h"
+#include "plan/calibrate.h"
 #include "plan/cost_model.h"
 #include "plan/memory_model.h"
 #include "plan/registry.h"
@@ -48,6 +51,8 @@ struct Plan {
   Prediction prediction;
   double tau = 0;
   std::string tau_source;  // how tau was chosen, in words
+  std::vector<double> accept_at_depth;  // tau as a geometric per-depth curve
+  std::optional<Calibration> calibration;  // --calibrate: costs measured here replace the analytic ones
 };
 
 // Formats the planner considers for a pair: load-time q8_0 and q4_k from the Hugging Face
@@ -56,6 +61,18 @@ std::vector<std::string> PlanFormats(const PairEntry& p);
 
 // Throws Error for an unknown --pair or --task, or a context < 1.
 Plan MakePlan(const Registry& registry, const PlanRequest& request);
+
+// --calibrate: measures the choice's costs on this machine (plan/calibrate.h) and predicts from
+// them instead of the analytic estimate. Throws Error when nothing was chosen.
+void CalibratePlan(Plan& plan, ThreadPool& pool, const CalibrationOptions& options = {});
+
+// DFlash on or off, verify length, format and draft window, from the prediction.
+struct Recommendation {
+  bool dflash = false;
+  int verify_rows = 1;
+  std::string format, draft_window, why;
+};
+Recommendation Recommend(const Plan& plan);
 
 Json PlanJson(const Plan& plan);
 std::string PlanMarkdown(const Plan& plan);

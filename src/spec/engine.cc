@@ -155,7 +155,7 @@ GenerateResult Engine::Continue(Sequence& seq, std::span<const int32_t> prompt, 
   with_turns.scope = &turn;
   GenerateResult r;
   try {
-    r = dflash::Generate(*target_, draft_.get(), prompt, options, with_turns);
+    r = dflash::Generate(*target_, drafter_override_ ? drafter_override_ : draft_.get(), prompt, options, with_turns);
   } catch (...) {
     keep({}, 0);
     throw;

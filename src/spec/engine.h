@@ -87,6 +87,9 @@ class Engine {
   // are in Continue.
   TargetModel& target();
   Drafter* drafter();
+  // Generate() and Continue() propose through `drafter` instead of the draft (nullptr: the
+  // draft itself): `bench --acceptance` runs the draft inside a ScriptedDrafter.
+  void set_drafter_override(Drafter* drafter) { drafter_override_ = drafter; }
 
  private:
   class SequenceTurn;
@@ -99,6 +102,7 @@ class Engine {
   std::optional<TensorStore> target_store_, draft_store_;
   std::unique_ptr<Qwen3Model> target_;
   std::unique_ptr<DFlashDraft> draft_;
+  Drafter* drafter_override_ = nullptr;
   FairMutex turn_;                     // one sequence's step at a time on the models
   std::optional<Sequence> generate_seq_;  // Generate()'s, made on first use
   Sequence& GenerateSequence();

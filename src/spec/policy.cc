@@ -61,18 +61,16 @@ double SpeculationController::ExpectedTokens(int rows) const {
   return expected;
 }
 
-double SpeculationController::VerifyMs(int rows) const { return step_ms_ * (1.0 + std::max(slope_, 0.0) * (rows - 1)); }
+plan::StepCosts SpeculationController::Costs() const {
+  return {step_ms_, std::max(draft_ms_, 0.0), std::max(slope_, 0.0)};
+}
 
 double SpeculationController::Rate(int rows) const {
-  return ExpectedTokens(rows) / (std::max(draft_ms_, 0.0) + VerifyMs(rows));
+  return plan::CycleTokensPerMs(Costs(), ExpectedTokens(rows), rows);
 }
 
 int SpeculationController::BestRows() const {
-  int best = 2;
-  for (int rows = 3; rows <= block_; ++rows) {
-    if (Rate(rows) > Rate(best)) best = rows;
-  }
-  return best;
+  return plan::BestVerifyRows(Costs(), block_, [this](int rows) { return ExpectedTokens(rows); });
 }
 
 int SpeculationController::NextRows() const {
@@ -100,7 +98,7 @@ void SpeculationController::OnCycle(double draft_ms, double verify_ms, int rows,
   const double blended_draft = BlendTime(draft_ms_, draft_ms);
   draft_ms_ = probe ? ProbeUpdate(draft_ms_, draft_ms, blended_draft) : blended_draft;
   if (step_ms_ > 0) {
-    const double capped_ms = slope_ < 0 ? verify_ms : std::min(verify_ms, kMaxJump * VerifyMs(rows));
+    const double capped_ms = slope_ < 0 ? verify_ms : std::min(verify_ms, kMaxJump * plan::VerifyMs(Costs(), rows));
     const double slope = std::clamp((capped_ms / step_ms_ - 1.0) / (rows - 1), 0.0, 4.0);
     slope_ = probe ? ProbeUpdate(slope_, slope, Blend(slope_, slope)) : Blend(slope_, slope);
   }

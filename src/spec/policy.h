@@ -5,7 +5,8 @@
 // most tokens per millisecond,
 //   rows* = argmax_k E[tokens | k] / (t_draft + t_verify(k)),
 // and decodes plainly instead while even that loses to 1 / t_step. Everything is measured as
-// the sequence runs: t_step from plain steps, t_draft and the per-row slope of t_verify from
+// the sequence runs (the cost model of plan/cost_model.h, which the planner predicts with too):
+// t_step from plain steps, t_draft and the per-row slope of t_verify from
 // cycles, and the draft's acceptance rate at each depth from what the target accepted. While
 // DFlash loses the controller backs off (doubling) and probes again with a short, cheap verify;
 // a verify whose every draft was accepted lengthens the next one. Output never depends on these
@@ -14,6 +15,8 @@
 
 #include <string_view>
 #include <vector>
+
+#include "plan/cost_model.h"
 
 namespace dflash {
 
@@ -54,7 +57,7 @@ class SpeculationController {
   static constexpr int kRefreshCycles = 64;
 
  private:
-  double VerifyMs(int rows) const;  // estimated ms of a verify of `rows` rows
+  plan::StepCosts Costs() const;    // the measured costs, as the cost model takes them
   double Rate(int rows) const;      // estimated tokens per ms verifying `rows` rows
   int BestRows() const;
   void ResetAcceptance();

@@ -1,6 +1,8 @@
 """`dflash plan` and `dflash doctor` as a user runs them: plan's JSON keeps the schema
 docs/plan.md documents (keys and types), the Markdown labels its prediction as uncalibrated,
-doctor reports on a fixture without loading it and fails clearly on a bad path."""
+doctor reports on a fixture without loading it and fails clearly on a bad path; `plan --calibrate`
+measures a tiny pair's costs on synthetic weights and predicts from them."""
+import copy
 import json
 import os
 import subprocess
@@ -15,8 +17,16 @@ def dflash(*args):
     return subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, timeout=300)
 
 
-# docs/plan.md: the schema, as key -> type (dict: nested object; (type,): list of it).
+# docs/plan.md: the schema, as key -> type (dict: nested object; (type,): list of it;
+# Nullable(x): x or null).
 NUMBER = (int, float)
+
+
+class Nullable:
+    def __init__(self, schema):
+        self.schema = schema
+
+
 MEMORY = {"target_weights_bytes": int, "draft_weights_bytes": int, "kv_cache_bytes": int, "kv_bytes_per_1k": int,
           "draft_cache_bytes": int, "recurrent_state_bytes": int, "buffers_bytes": int, "total_bytes": int}
 SCHEMA = {
@@ -34,12 +44,21 @@ SCHEMA = {
     "prediction": {"label": str, "plain_tok_s": NUMBER, "dflash_tok_s": NUMBER, "dflash_full_block_tok_s": NUMBER,
                    "speedup": NUMBER, "verify_rows": int, "per_depth_acceptance": NUMBER, "tau": NUMBER,
                    "tau_source": str, "step_ms": NUMBER, "draft_ms": NUMBER, "verify_slope": NUMBER,
-                   "assumptions": (str,)},
+                   "ttft_ms": Nullable(NUMBER), "assumptions": (str,)},
+    "calibration": Nullable({"format": str, "format_note": str, "kv_type": str, "context": int,
+                             "target_layers_built": int, "target_layers": int, "draft_layers_built": int,
+                             "draft_layers": int, "extrapolated": bool, "rows": (int,), "verify_ms": (NUMBER,),
+                             "lm_head_share": (NUMBER,), "draft_ms": NUMBER, "prefill_tok_s": NUMBER,
+                             "ttft_ms": NUMBER, "build_s": NUMBER, "measure_s": NUMBER}),
+    "recommendation": {"dflash": bool, "verify_rows": int, "format": str, "draft_window": str, "why": str},
 }
 
 
 def check(value, schema, where):
-    if isinstance(schema, dict):
+    if isinstance(schema, Nullable):
+        if value is not None:
+            check(value, schema.schema, where)
+    elif isinstance(schema, dict):
         assert isinstance(value, dict), where
         assert set(value) == set(schema), f"{where}: keys {sorted(value)} != {sorted(schema)}"
         for key, sub in schema.items():
@@ -67,11 +86,60 @@ def test_plan_json_schema_is_stable():
     assert j["choice"] == {"pair": "qwen3-8b", "format": "q8_0"}
     assert j["prediction"]["label"] == "uncalibrated (analytic)"
     assert j["prediction"]["tau"] == 5.84
+    assert j["calibration"] is None and j["prediction"]["ttft_ms"] is None
+
+
+def tiny_registry(tmp_path):
+    """data/pairs.json with one pair of the shipped toy pair's shapes (models/dflash-pair)."""
+    registry = json.loads((ROOT / "data" / "pairs.json").read_text())
+    pair = copy.deepcopy(next(p for p in registry["pairs"] if p["name"] == "qwen3-4b"))
+    pair["name"] = "toy"
+    pair["target"].update(id="toy/target", verified=False, params_b=0.007, note="test shape")
+    pair["target"].pop("config", None)
+    pair["target"]["shape"].update(hidden_size=256, intermediate_size=768, num_hidden_layers=8, num_attention_heads=4,
+                                   num_key_value_heads=2, head_dim=64, vocab_size=4096)
+    pair["draft"].update(id="toy/draft")
+    pair["draft"]["shape"].update(hidden_size=256, intermediate_size=768, num_hidden_layers=2, num_attention_heads=4,
+                                  num_key_value_heads=2, head_dim=64, capture_layers=2)
+    registry["pairs"] = [pair]
+    path = tmp_path / "pairs.json"
+    path.write_text(json.dumps(registry))
+    return path
+
+
+def test_plan_calibrate_on_a_tiny_shape(tmp_path):
+    j = plan_json("--registry", tiny_registry(tmp_path), "--memory-gb", "8", "--context", "512", "-t", "1",
+                  "--calibrate", "--calibrate-layers", "2", "--calibrate-draft-layers", "1", "--calibrate-repeats", "2")
+    check(j, SCHEMA, "plan")
+    c = j["calibration"]
+    assert j["choice"] == {"pair": "toy", "format": "q8_0"} and c["format"] == "q8_0"
+    assert (c["target_layers_built"], c["target_layers"], c["draft_layers_built"], c["draft_layers"]) == (2, 8, 1, 2)
+    assert c["extrapolated"] and c["context"] == 512 and c["rows"] == [1, 2, 4, 8, 16]
+    assert all(ms > 0 for ms in c["verify_ms"]) and c["verify_ms"][-1] > c["verify_ms"][0]
+    assert all(0 <= s < 1 for s in c["lm_head_share"])
+    assert c["draft_ms"] > 0 and c["prefill_tok_s"] > 0 and c["ttft_ms"] > 0
+    p = j["prediction"]
+    assert p["label"] == "calibrated (measured on this machine)"
+    # The prediction is the cost model's on the calibrated costs.
+    assert p["step_ms"] == c["verify_ms"][0] and p["draft_ms"] == c["draft_ms"] and p["ttft_ms"] == c["ttft_ms"]
+    assert abs(p["plain_tok_s"] - 1e3 / c["verify_ms"][0]) < 1e-9
+    assert any("extrapolated per layer" in a for a in p["assumptions"])
+    assert j["recommendation"]["dflash"] == (p["verify_rows"] > 1 and p["speedup"] >= 1.1)
+
+
+def test_plan_calibrate_markdown_says_it_measured(tmp_path):
+    res = dflash("plan", "--registry", tiny_registry(tmp_path), "--bandwidth-gbs", "40", "--memory-gb", "8",
+                 "--context", "256", "-t", "1", "--calibrate", "--calibrate-repeats", "1")
+    assert res.returncode == 0, res.stderr
+    assert "## Prediction: calibrated (measured on this machine)" in res.stdout
+    assert "built 2 of the target's 8 layers and 2 of the draft's 2" in res.stdout
+    assert "## Recommendation" in res.stdout and "- draft window: " in res.stdout
 
 
 def test_plan_json_when_nothing_fits_keeps_the_keys():
     j = plan_json("--memory-gb", "2")
     assert j["choice"] is None and j["commands"] is None and j["prediction"] is None
+    assert j["calibration"] is None and j["recommendation"] is None
     assert "no pair" in j["reason"]
     check({k: v for k, v in j.items() if v is not None}, {k: v for k, v in SCHEMA.items() if j[k] is not None}, "plan")
 
