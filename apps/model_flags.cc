@@ -57,7 +57,9 @@ void ModelFlags::Declare(Args& a) {
            "dot products (AVX512_BF16; on AMD by default, DFLASH_BF16_DOT=0/1 overrides), as a bf16 transformers model "
            "does, else f16; "
            "f32 doubles the cache and is the exact path the transformers goldens check");
-  a.Option("--draft-quant", &draft_quant, "none|q8_0|q4_0|q4_k", "quantise the draft's own matrices at load time");
+  a.Option("--draft-quant", &draft_quant, "auto|none|bf16|q8_0|q4_0|q4_k",
+           "quantise the draft's own matrices at load time. auto (default): as the target is quantised (at load or "
+           "as stored); none or bf16: as stored");
 }
 
 EngineOptions ModelFlags::Engine() const {
@@ -77,7 +79,8 @@ EngineOptions ModelFlags::Engine() const {
   e.draft_window = draft_window;
   e.draft_sink = draft_sink;
   e.target_quant = ParseWeightQuant(target_quant, "--target-quant");
-  e.draft_quant = ParseWeightQuant(draft_quant, "--draft-quant");
+  e.draft_quant_follows_target = draft_quant == "auto";
+  if (!e.draft_quant_follows_target) e.draft_quant = ParseWeightQuant(draft_quant == "bf16" ? "none" : draft_quant, "--draft-quant");
   e.bf16_activations = bf16_dot;
   e.kv_type = ParseKvType(kv_type);
   return e;

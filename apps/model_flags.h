@@ -17,7 +17,7 @@ struct ModelFlags {
   int draft_window = 0;
   int draft_sink = 64;
   int block_size = 0;  // 0: the draft's block_size
-  std::string target_quant = "none", draft_quant = "none";
+  std::string target_quant = "none", draft_quant = "auto";
   std::string kv_type = "auto";
   bool bf16_dot = false;
   std::string mode;    // "" (dflash when a draft is given), "ar", "dflash"

@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 
+#include "ops/ops.h"
 #include "spec/engine.h"
 
 namespace dflash {
@@ -214,18 +215,27 @@ INSTANTIATE_TEST_SUITE_P(Sampling, DraftState,
                                            Sampled("Rejection", SpecSampling::kRejection)),
                          [](const auto& info) { return std::string(info.param.name); });
 
-// Bytes of a draft context's live rows: each layer's K and V rows [0, length), and positions.
+// Bytes of a draft context's live rows: each layer's K and V rows [0, length) in every KV head
+// (DraftContext's tiled layout), and positions.
 void ExpectSameDraftContext(const DraftContext& got, const DraftContext& want, const DraftConfig& cfg) {
   ASSERT_EQ(got.length, want.length);
+  ASSERT_EQ(got.type, want.type);
   ASSERT_EQ(got.k.size(), want.k.size());
-  const int layers = cfg.decoder.num_layers;
-  const size_t kv_dim = static_cast<size_t>(cfg.decoder.num_kv_heads) * cfg.decoder.head_dim;
-  const size_t layer_stride = got.k.size() / layers;  // [cache_rows][kv_dim]
-  const size_t live = got.length * kv_dim;
-  for (int l = 0; l < layers; ++l) {
-    const size_t at = l * layer_stride;
-    EXPECT_EQ(0, std::memcmp(got.k.data() + at, want.k.data() + at, live * sizeof(float))) << "K of layer " << l;
-    EXPECT_EQ(0, std::memcmp(got.v.data() + at, want.v.data() + at, live * sizeof(float))) << "V of layer " << l;
+  const int layers = cfg.decoder.num_layers, heads = cfg.decoder.num_kv_heads, hd = cfg.decoder.head_dim;
+  const size_t elem = RowBytes(got.type, 1), head_bytes = got.k.size() / (static_cast<size_t>(layers) * heads);
+  for (const bool keys : {true, false}) {
+    const uint8_t* g = keys ? got.k.data() : got.v.data();
+    const uint8_t* w = keys ? want.k.data() : want.v.data();
+    for (int lh = 0; lh < layers * heads; ++lh) {
+      for (int p = 0; p < got.length; ++p) {
+        for (int i = 0; i < hd; ++i) {
+          const int64_t e = keys ? ops::TiledKeyOffset(p, i, hd, got.type) : ops::TiledValueOffset(p, i, hd, got.type);
+          const size_t at = lh * head_bytes + e * elem;
+          ASSERT_EQ(0, std::memcmp(g + at, w + at, elem))
+              << (keys ? "K" : "V") << " of layer " << lh / heads << ", head " << lh % heads << ", row " << p;
+        }
+      }
+    }
   }
   EXPECT_TRUE(std::equal(got.pos.begin(), got.pos.begin() + got.length, want.pos.begin()));
 }

@@ -48,6 +48,11 @@ DFlashDraft::DFlashDraft(const DraftConfig& config, const TensorStore& store,
     options_.context_capacity = options_.sink + options_.window + options_.window / 2 + options_.max_append;
   }
   cache_rows_ = options_.context_capacity + options_.max_block;
+  ops::CheckKvType(options_.kv_type, "draft context");
+  if (options_.kv_type == DType::kBF16 && d.head_dim % 2 != 0)
+    Fail(store.origin(), ": a bf16 draft context pairs head dims, head_dim ", d.head_dim, " is odd");
+  head_rows_ = (cache_rows_ + ops::kKvTile - 1) / ops::kKvTile * ops::kKvTile;
+  layer_bytes_ = RowBytes(options_.kv_type, head_rows_ * kv_dim_);
   if (options_.own_context) own_ctx_ = NewContext();
   const int B = options_.max_block;
   const int R = std::max(B, options_.max_append);
@@ -56,6 +61,8 @@ DFlashDraft::DFlashDraft(const DraftConfig& config, const TensorStore& store,
   xn_.resize(static_cast<size_t>(R) * std::max<int64_t>(H, q_dim_));
   q_.resize(static_cast<size_t>(B) * q_dim_);
   attn_.resize(static_cast<size_t>(B) * q_dim_);
+  k_new_.resize(static_cast<size_t>(R) * kv_dim_);
+  v_new_.resize(static_cast<size_t>(R) * kv_dim_);
   gate_.resize(static_cast<size_t>(B) * d.intermediate_size);
   up_.resize(static_cast<size_t>(B) * d.intermediate_size);
   logits_.resize(static_cast<size_t>(std::max(B - 1, 1)) * vocab_);
@@ -64,23 +71,61 @@ DFlashDraft::DFlashDraft(const DraftConfig& config, const TensorStore& store,
 }
 
 DraftContext DFlashDraft::NewContext() const {
-  const size_t n = static_cast<size_t>(cfg_.decoder.num_layers) * cache_rows_ * kv_dim_;
+  const size_t n = static_cast<size_t>(cfg_.decoder.num_layers) * layer_bytes_;
   DraftContext c;
-  c.k.assign(n, 0.0f);
-  c.v.assign(n, 0.0f);
+  c.type = options_.kv_type;
+  c.k.assign(n, 0);
+  c.v.assign(n, 0);
   c.pos.assign(cache_rows_, 0);
   return c;
 }
 
 void DFlashDraft::Bind(DraftContext* context) {
   DraftContext* next = context ? context : &own_ctx_;
-  if (next->pos.size() != static_cast<size_t>(cache_rows_)) Fail("draft: bound context was not made by this draft");
+  if (next->type != options_.kv_type || next->pos.size() != static_cast<size_t>(cache_rows_) ||
+      next->k.size() != static_cast<size_t>(cfg_.decoder.num_layers) * layer_bytes_)
+    Fail("draft: bound context was not made by this draft");
   bound_ = next;
 }
 
 size_t DFlashDraft::cache_bytes() const {
-  return static_cast<size_t>(cfg_.decoder.num_layers) * cache_rows_ * kv_dim_ * 2 * sizeof(float) +
-         cache_rows_ * sizeof(int32_t);
+  return static_cast<size_t>(cfg_.decoder.num_layers) * layer_bytes_ * 2 + cache_rows_ * sizeof(int32_t);
+}
+
+ops::KvView DFlashDraft::View(int layer) const {
+  const int hd = cfg_.decoder.head_dim;
+  return {Cache(bound_->k, layer), Cache(bound_->v, layer), hd, options_.kv_type, head_rows_ * hd, true};
+}
+
+void DFlashDraft::Store(const float* rows, int n, int row0, bool keys, uint8_t* layer_cache) const {
+  const int hd = cfg_.decoder.head_dim;
+  for (int h = 0; h < cfg_.decoder.num_kv_heads; ++h) {
+    uint8_t* head = layer_cache + RowBytes(options_.kv_type, h * head_rows_ * hd);
+    for (int r = 0; r < n; ++r) {
+      const float* x = rows + static_cast<size_t>(r) * kv_dim_ + static_cast<size_t>(h) * hd;
+      if (keys) {
+        ops::StoreKeyTiled(x, hd, options_.kv_type, row0 + r, head);
+      } else {
+        ops::StoreValueTiled(x, hd, options_.kv_type, row0 + r, head);
+      }
+    }
+  }
+}
+
+void DFlashDraft::MoveRows(int from, int to, int n, bool keys, uint8_t* layer_cache) const {
+  const DType type = options_.kv_type;
+  const int hd = cfg_.decoder.head_dim;
+  const size_t elem = RowBytes(type, 1);
+  const auto offset = [&](int64_t row, int64_t i) {
+    return static_cast<size_t>(keys ? ops::TiledKeyOffset(row, i, hd, type) : ops::TiledValueOffset(row, i, hd, type));
+  };
+  // Rows ascending: row to + r is written only after row from + r' = to + r was read (to < from).
+  for (int h = 0; h < cfg_.decoder.num_kv_heads; ++h) {
+    uint8_t* head = layer_cache + RowBytes(type, h * head_rows_ * hd);
+    for (int r = 0; r < n; ++r) {
+      for (int i = 0; i < hd; ++i) std::memcpy(head + offset(to + r, i) * elem, head + offset(from + r, i) * elem, elem);
+    }
+  }
 }
 
 void DFlashDraft::AppendContext(const float* features, int n, int pos) {
@@ -97,12 +142,14 @@ void DFlashDraft::AppendContext(const float* features, int n, int pos) {
   ops::RmsNorm(ctx_.data(), n, H, hidden_norm_.data(), eps, ctx_.data());
   for (int l = 0; l < d.num_layers; ++l) {
     const DecoderLayerWeights& w = layers_[l];
-    float* k_rows = bound_->k.data() + (static_cast<size_t>(l) * cache_rows_ + bound_->length) * kv_dim_;
-    float* v_rows = bound_->v.data() + (static_cast<size_t>(l) * cache_rows_ + bound_->length) * kv_dim_;
-    const ops::MatMulOutput kv[] = {{&w.k_proj, BiasOrNull(w.k_bias), k_rows}, {&w.v_proj, BiasOrNull(w.v_bias), v_rows}};
+    float* k_rows = k_new_.data();
+    const ops::MatMulOutput kv[] = {{&w.k_proj, BiasOrNull(w.k_bias), k_rows},
+                                    {&w.v_proj, BiasOrNull(w.v_bias), v_new_.data()}};
     ops::MatMulShared(ctx_.data(), n, kv, pool_);
     ops::RmsNorm(k_rows, static_cast<int64_t>(n) * d.num_kv_heads, d.head_dim, w.k_norm.data(), eps, k_rows);
     for (int r = 0; r < n; ++r) rope_.Apply(k_rows + static_cast<size_t>(r) * kv_dim_, d.num_kv_heads, pos + r);
+    Store(k_rows, n, bound_->length, true, Cache(bound_->k, l));
+    Store(v_new_.data(), n, bound_->length, false, Cache(bound_->v, l));
   }
   for (int r = 0; r < n; ++r) bound_->pos[bound_->length + r] = pos + r;
   bound_->length += n;
@@ -115,11 +162,8 @@ void DFlashDraft::Compact() {
   const int dst = options_.sink;
   if (keep_from <= dst) return;
   for (int l = 0; l < cfg_.decoder.num_layers; ++l) {
-    for (std::vector<float>* cache : {&bound_->k, &bound_->v}) {
-      float* base = cache->data() + static_cast<size_t>(l) * cache_rows_ * kv_dim_;
-      std::memmove(base + static_cast<size_t>(dst) * kv_dim_, base + static_cast<size_t>(keep_from) * kv_dim_,
-                   static_cast<size_t>(options_.window) * kv_dim_ * sizeof(float));
-    }
+    MoveRows(keep_from, dst, options_.window, true, Cache(bound_->k, l));
+    MoveRows(keep_from, dst, options_.window, false, Cache(bound_->v, l));
   }
   std::memmove(bound_->pos.data() + dst, bound_->pos.data() + keep_from, options_.window * sizeof(int32_t));
   bound_->length = dst + options_.window;
@@ -134,13 +178,10 @@ void DFlashDraft::LayerAttention(int layer, int B, int pos) {
   const DecoderConfig& d = cfg_.decoder;
   const DecoderLayerWeights& w = layers_[layer];
   const float eps = static_cast<float>(d.rms_norm_eps);
-  float* k_layer = bound_->k.data() + static_cast<size_t>(layer) * cache_rows_ * kv_dim_;
-  float* v_layer = bound_->v.data() + static_cast<size_t>(layer) * cache_rows_ * kv_dim_;
-  float* k_rows = k_layer + static_cast<size_t>(bound_->length) * kv_dim_;
-  float* v_rows = v_layer + static_cast<size_t>(bound_->length) * kv_dim_;
+  float* k_rows = k_new_.data();
   const ops::MatMulOutput qkv[] = {{&w.q_proj, BiasOrNull(w.q_bias), q_.data()},
                                     {&w.k_proj, BiasOrNull(w.k_bias), k_rows},
-                                    {&w.v_proj, BiasOrNull(w.v_bias), v_rows}};
+                                    {&w.v_proj, BiasOrNull(w.v_bias), v_new_.data()}};
   ops::MatMulShared(xn_.data(), B, qkv, pool_);
   pool_.ParallelFor(B, [&](int64_t j) {
     float* q = q_.data() + static_cast<size_t>(j) * q_dim_;
@@ -150,6 +191,9 @@ void DFlashDraft::LayerAttention(int layer, int B, int pos) {
     rope_.Apply(q, d.num_heads, pos + static_cast<int>(j));
     rope_.Apply(k, d.num_kv_heads, pos + static_cast<int>(j));
   });
+  // The block's own rows sit after the context for this pass only.
+  Store(k_rows, B, bound_->length, true, Cache(bound_->k, layer));
+  Store(v_new_.data(), B, bound_->length, false, Cache(bound_->v, layer));
   const int window = d.layer_window[layer];
   const bool causal = cfg_.layer_causal[layer];
   const int total = bound_->length + B;
@@ -168,8 +212,8 @@ void DFlashDraft::LayerAttention(int layer, int B, int pos) {
   }
   ops::AttentionShape shape{d.num_heads, d.num_kv_heads, d.head_dim,
                             1.0f / std::sqrt(static_cast<float>(d.head_dim))};
-  ops::Attention(q_.data(), B, q_dim_, shape, k_layer, v_layer, kv_dim_, key_begin_.data(),
-                 key_end_.data(), attn_.data(), q_dim_, pool_);
+  ops::Attention(q_.data(), B, q_dim_, shape, View(layer), key_begin_.data(), key_end_.data(), attn_.data(), q_dim_,
+                 pool_);
   ops::MatMul(attn_.data(), B, w.o_proj, BiasOrNull(w.o_bias), xn_.data(), pool_);
 }
 

@@ -14,6 +14,7 @@
 #include "model/decoder_layer.h"
 #include "model/rope.h"
 #include "model/target.h"
+#include "ops/ops.h"
 #include "spec/drafter.h"
 
 namespace dflash {
@@ -29,16 +30,21 @@ struct DraftOptions {
   int sink = 64;
   // Allocate a context of its own; without one, Bind() a context (NewContext) before use.
   bool own_context = true;
+  // The context K/V's elements (kF32, kF16 or kBF16): the target's KV type, so the draft's
+  // attention reads its cache as the target's does.
+  DType kv_type = DType::kF32;
 };
 
 // One sequence's draft context: per-layer K/V of the fused target features of its committed
-// tokens ([layer][row][kv_dim] f32, with room for a block's own rows after the context), and
-// each row's absolute position.
+// tokens, with room for a block's own rows after the context, and each row's absolute
+// position. K/V are `kv_type` elements (raw bytes), [layer][kv head][row][head_dim] in
+// ops::KvView's tiled layout (row r is the cache's position r), which attention reads in place.
 struct DraftContext {
-  std::vector<float> k, v;
+  DType type = DType::kF32;
+  std::vector<uint8_t> k, v;
   std::vector<int32_t> pos;
   int length = 0;
-  size_t bytes() const { return (k.size() + v.size()) * sizeof(float) + pos.size() * sizeof(int32_t); }
+  size_t bytes() const { return k.size() + v.size() + pos.size() * sizeof(int32_t); }
 };
 
 class DFlashDraft final : public Drafter {
@@ -70,6 +76,13 @@ class DFlashDraft final : public Drafter {
  private:
   void Compact();
   void LayerAttention(int layer, int B, int pos);
+  // One layer's keys or values in the bound context, as attention reads them.
+  uint8_t* Cache(std::vector<uint8_t>& kv, int layer) const { return kv.data() + static_cast<size_t>(layer) * layer_bytes_; }
+  ops::KvView View(int layer) const;
+  // n rows ([n][kv_dim] f32) stored as cache rows [row0, row0 + n) of one layer's keys or values.
+  void Store(const float* rows, int n, int row0, bool keys, uint8_t* layer_cache) const;
+  // Cache rows [from, from + n) of one layer's keys or values moved to [to, to + n), to < from.
+  void MoveRows(int from, int to, int n, bool keys, uint8_t* layer_cache) const;
 
   DraftConfig cfg_;
   DraftOptions options_;
@@ -77,6 +90,8 @@ class DFlashDraft final : public Drafter {
   const TargetModel& target_;
   Rope rope_;
   int vocab_, q_dim_, kv_dim_, feature_width_, cache_rows_;
+  int64_t head_rows_;   // rows per KV head: cache_rows_ in whole key tiles
+  size_t layer_bytes_;  // one layer's keys (or values)
   WeightRef fc_;
   std::vector<float> hidden_norm_, final_norm_;
   std::vector<DecoderLayerWeights> layers_;
@@ -89,6 +104,7 @@ class DFlashDraft final : public Drafter {
   std::vector<float> ctx_;        // [max_append][H] fused context vectors
   std::vector<float> x_, xn_;     // [B][H]
   std::vector<float> q_, attn_;   // [B][q_dim]
+  std::vector<float> k_new_, v_new_;  // [max(B, max_append)][kv_dim] rows before the cache stores them
   std::vector<float> gate_, up_;  // [B][I]
   std::vector<float> logits_;     // [B-1][V]
   std::vector<int32_t> key_begin_, key_end_;

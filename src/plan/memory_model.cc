@@ -147,7 +147,8 @@ MemoryNeed EstimateMemory(const ModelShape& target, const ModelShape& draft, con
   m.kv_cache = KvCacheBytes(target, context, kv_bytes);
   m.kv_per_1k = KvCacheBytes(target, 1024, kv_bytes);
   const int block = std::max(draft.block_size, 1);
-  m.draft_cache = int64_t{2} * draft.layers * draft.kv_heads * draft.head_dim * (context + block) * 4;
+  // The draft's context K/V are elements of the target's KV type (DraftOptions::kv_type).
+  m.draft_cache = int64_t{2} * draft.layers * draft.kv_heads * draft.head_dim * (context + block) * kv_bytes;
   m.recurrent_state = RecurrentStateBytes(target);
   // f32 logits of a verify and of a draft block (block x vocab each), and the widest
   // activation of a block-row pass (rows x max(intermediate, q width) x a few live buffers).

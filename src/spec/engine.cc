@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "io/json_file.h"
 #include "io/quantize_store.h"
@@ -40,6 +41,28 @@ void PrepareMatrices(TensorStore& store, const std::optional<DType>& quant, bool
   if (quant) QuantizeMatrices(store, *quant, pool);
   PackMatrices(store, pool);
   if (bf16_activations) store.AllowBf16Activations();
+}
+
+// The quantisation a draft follows: the target's load-time one, else the block format most of
+// its stored matrices have (a GGUF's), as the nearest type the draft can be quantised to
+// (Q6_K: Q8_0); nullopt for a float target.
+std::optional<DType> TargetQuantisation(const TensorStore& target, const std::optional<DType>& target_quant) {
+  if (target_quant) return target_quant;
+  std::map<DType, int> matrices;
+  for (const std::string& name : target.Names()) {
+    const Tensor* t = target.Find(name);
+    if (t->shape.size() == 2) ++matrices[t->dtype];
+  }
+  const auto most = std::max_element(matrices.begin(), matrices.end(),
+                                     [](const auto& a, const auto& b) { return a.second < b.second; });
+  if (most == matrices.end()) return std::nullopt;
+  switch (most->first) {
+    case DType::kQ8_0:
+    case DType::kQ6_K: return DType::kQ8_0;
+    case DType::kQ4_0: return DType::kQ4_0;
+    case DType::kQ4_K: return DType::kQ4_K;
+    default: return std::nullopt;
+  }
 }
 
 }  // namespace
@@ -91,10 +114,13 @@ Engine::Engine(const EngineOptions& options) : options_(options), pool_(options.
     topt.max_rows = std::max(topt.max_rows, draft_config_.block_size);
     topt.capture_layers = draft_config_.target_layer_ids;
   }
+  if (!options.draft_dir.empty() && !options.draft_quant && options.draft_quant_follows_target) {
+    options_.draft_quant = TargetQuantisation(*target_store_, options.target_quant);
+  }
   PrepareMatrices(*target_store_, options.target_quant, options.bf16_activations, pool_);
   target_ = std::make_unique<Qwen3Model>(target_config_, *target_store_, topt, pool_);
   if (!options.draft_dir.empty()) {
-    PrepareMatrices(*draft_store_, options.draft_quant, options.bf16_activations, pool_);
+    PrepareMatrices(*draft_store_, options_.draft_quant, options.bf16_activations, pool_);
     DraftOptions dopt;
     dopt.max_block = std::max(draft_config_.block_size, 16);
     dopt.context_capacity = options.context;
@@ -102,6 +128,7 @@ Engine::Engine(const EngineOptions& options) : options_(options), pool_(options.
     dopt.window = options.draft_window;
     dopt.sink = options.draft_sink;
     dopt.own_context = false;
+    dopt.kv_type = options.kv_type;
     draft_ = std::make_unique<DFlashDraft>(draft_config_, *draft_store_, *target_, dopt, pool_);
   }
 }

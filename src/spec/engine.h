@@ -31,6 +31,9 @@ struct EngineOptions {
   // borrows the target's embedding and LM head, so those follow target_quant.
   std::optional<DType> target_quant;
   std::optional<DType> draft_quant;
+  // Without a draft_quant, quantise the draft as the target is (at load or as stored, e.g. a
+  // Q8_0 GGUF); options() then reports the type chosen. The CLI's default.
+  bool draft_quant_follows_target = false;
   // BF16 matrices may round activations to bf16 for native bf16 dot products (AVX512_BF16
   // CPUs only; elsewhere the exact path runs). Results stay batch-invariant, not bit-equal to
   // the exact path.
