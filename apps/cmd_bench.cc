@@ -368,7 +368,8 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
     for (size_t p = 0; p < prompts.size(); ++p) {
       const PromptResult& r = results[p];
       rp.prompts.push_back({prompts[p].name, static_cast<int>(prompts[p].ids.size()), r.plain.Median(),
-                            r.dflash.Median(), r.plain.MedianTtft(), r.dflash.MedianTtft(), r.Tau(), r.identical});
+                            r.dflash.Median(), r.dflash.MsPerToken() > 0 ? r.plain.MsPerToken() / r.dflash.MsPerToken() : 0,
+                            r.plain.MedianTtft(), r.dflash.MedianTtft(), r.Tau(), r.identical});
       plain_ttft += r.plain.MedianTtft();
       dflash_ttft += r.dflash.MedianTtft();
     }

@@ -20,6 +20,7 @@ struct ReportPrompt {
   std::string name;
   int prompt_tokens = 0;
   double plain_tok_s = 0, dflash_tok_s = 0;  // decode, median of the repeats
+  double speedup = 0;  // plain ms per token / DFlash ms per token over all repeats
   double plain_ttft_ms = 0, dflash_ttft_ms = 0;  // median of the repeats
   double tau = 0;
   bool identical = true;
