@@ -228,6 +228,10 @@ class CostedTarget : public TargetModel {
   int kv_length() const override { return inner_.kv_length(); }
   int kv_capacity() const override { return inner_.kv_capacity(); }
   void Truncate(int length) override { inner_.Truncate(length); }
+  void Checkpoint() override { inner_.Checkpoint(); }
+  std::unique_ptr<TargetState> NewState() const override { return inner_.NewState(); }
+  void Bind(TargetState* state) override { inner_.Bind(state); }
+  size_t state_bytes() const override { return inner_.state_bytes(); }
   void FillSyntheticKv(int length) override { inner_.FillSyntheticKv(length); }
   int max_rows() const override { return inner_.max_rows(); }
   const DecoderConfig& config() const override { return inner_.config(); }

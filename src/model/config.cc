@@ -107,6 +107,7 @@ DecoderConfig ParseDecoder(const JsonObject& cfg, bool need_vocab) {
   if (d.head_dim % 2 != 0) Fail(cfg.where(), ": head_dim must be even for rotary embeddings");
 
   d.layer_window.assign(d.num_layers, 0);
+  d.layer_linear.assign(d.num_layers, false);
   if (cfg.Has("layer_types")) {
     const auto types = cfg.Get<std::vector<std::string>>("layer_types");
     if (static_cast<int>(types.size()) != d.num_layers) {
@@ -116,6 +117,8 @@ DecoderConfig ParseDecoder(const JsonObject& cfg, bool need_vocab) {
     for (int i = 0; i < d.num_layers; ++i) {
       if (types[i] == "sliding_attention") {
         d.layer_window[i] = ReadInt(cfg, "sliding_window", {1, kMaxPositions});
+      } else if (types[i] == "linear_attention") {
+        d.layer_linear[i] = true;
       } else if (types[i] != "full_attention") {
         Fail(cfg.where(), ": layer_types[", i, "] = '", types[i], "' is not supported");
       }
@@ -172,16 +175,79 @@ TargetConfig LoadTargetConfig(const std::string& dir) {
   return TargetConfigFromJson(ReadJsonFile(path), path);
 }
 
+namespace {
+
+// Names a config's linear_attention layer, which only a hybrid architecture has.
+void RequireNoLinearLayers(const DecoderConfig& d, const std::string& path, const std::string& arch) {
+  for (int i = 0; i < d.num_layers; ++i) {
+    if (d.layer_linear[i]) Fail(path, ": layer_types[", i, "] = 'linear_attention' is not supported by ", arch);
+  }
+}
+
+// Qwen3.5: the text model's fields (nested under text_config in the multimodal checkpoints),
+// layer_types defaulting to three linear layers then one full, partial rotary 0.25.
+void ParseHybrid(const JsonObject& top, TargetConfig& t) {
+  const bool nested = top.Has("text_config");
+  const JsonObject cfg = nested ? top.Child("text_config") : top;
+  t.hybrid = true;
+  t.decoder = ParseDecoder(cfg, /*need_vocab=*/true);
+  DecoderConfig& d = t.decoder;
+  if (!cfg.Has("layer_types")) {
+    const int interval = ReadInt(cfg, "full_attention_interval", {1, kMaxLayers}, 4);
+    for (int i = 0; i < d.num_layers; ++i) d.layer_linear[i] = (i + 1) % interval != 0;
+  }
+  for (int i = 0; i < d.num_layers; ++i) {
+    if (d.layer_window[i] > 0) Fail(cfg.where(), ": layer_types[", i, "] = 'sliding_attention' is not a Qwen3.5 layer");
+  }
+  // Only this architecture rotates part of a head: transformers' Qwen3 (targets and z-lab's
+  // draft layers) ignores the field under default RoPE.
+  const char* rope_key = cfg.Has("rope_parameters") ? "rope_parameters" : cfg.Has("rope_scaling") ? "rope_scaling" : nullptr;
+  const double outer = ReadPositive(cfg, "partial_rotary_factor", 0.25);
+  d.rope.partial_rotary_factor = rope_key ? ReadPositive(cfg.Child(rope_key), "partial_rotary_factor", outer) : outer;
+  if (d.rope.partial_rotary_factor > 1) Fail(cfg.where(), ": partial_rotary_factor ", d.rope.partial_rotary_factor, " is above 1");
+  const int rotary = static_cast<int>(d.head_dim * d.rope.partial_rotary_factor);
+  if (rotary < 2 || rotary % 2 != 0) {
+    Fail(cfg.where(), ": partial_rotary_factor ", d.rope.partial_rotary_factor, " x head_dim ", d.head_dim,
+         " gives ", rotary, " rotary dims (needs an even number, at least 2)");
+  }
+  // The multimodal checkpoint ties (or not) at the top level.
+  if (nested && top.Has("tie_word_embeddings")) d.tie_word_embeddings = top.Get<bool>("tie_word_embeddings");
+  const std::string act = cfg.Get<std::string>("hidden_act", "silu");
+  if (act != "silu") Fail(cfg.where(), ": hidden_act '", act, "' is not supported (silu)");
+  LinearAttentionConfig& l = t.linear;
+  l.conv_kernel = ReadInt(cfg, "linear_conv_kernel_dim", {1, 64}, 4);
+  l.num_key_heads = ReadInt(cfg, "linear_num_key_heads", {1, kMaxHeads}, 16);
+  l.num_value_heads = ReadInt(cfg, "linear_num_value_heads", {1, kMaxHeads}, 32);
+  l.key_head_dim = ReadInt(cfg, "linear_key_head_dim", {1, kMaxHeadDim}, 128);
+  l.value_head_dim = ReadInt(cfg, "linear_value_head_dim", {1, kMaxHeadDim}, 128);
+  if (l.num_value_heads % l.num_key_heads != 0) {
+    Fail(cfg.where(), ": linear_num_value_heads ", l.num_value_heads, " is not a multiple of linear_num_key_heads ",
+         l.num_key_heads);
+  }
+}
+
+}  // namespace
+
+bool IsHybridArchitecture(const std::string& architecture) {
+  return architecture == "Qwen3_5ForCausalLM" || architecture == "Qwen3_5ForConditionalGeneration";
+}
+
 TargetConfig TargetConfigFromJson(const Json& j, const std::string& path) {
   const JsonObject cfg(j, path);
   TargetConfig t;
   t.architecture = Architecture(cfg);
+  if (IsHybridArchitecture(t.architecture)) {
+    ParseHybrid(cfg, t);
+    return t;
+  }
   const bool moe = t.architecture == "Qwen3MoeForCausalLM";
   if (t.architecture != "Qwen3ForCausalLM" && !moe) {
     Fail(path, ": architecture '", t.architecture,
-         "' is not supported as a target (supported: Qwen3ForCausalLM, Qwen3MoeForCausalLM)");
+         "' is not supported as a target (supported: Qwen3ForCausalLM, Qwen3MoeForCausalLM, Qwen3_5ForCausalLM, "
+         "Qwen3_5ForConditionalGeneration)");
   }
   t.decoder = ParseDecoder(cfg, /*need_vocab=*/true);
+  RequireNoLinearLayers(t.decoder, path, t.architecture);
   if (moe) t.moe = ParseMoe(cfg, t.decoder.num_layers);
   return t;
 }
@@ -200,6 +266,7 @@ DraftConfig DraftConfigFromJson(const Json& j, const std::string& path) {
   }
   DraftConfig d;
   d.decoder = ParseDecoder(cfg, /*need_vocab=*/false);
+  RequireNoLinearLayers(d.decoder, path, arch);
   // Newer configs nest DFlash fields under dflash_config; read there first, then top level.
   const Json empty = Json::object();
   const JsonObject dc = cfg.Has("dflash_config") ? cfg.Child("dflash_config") : JsonObject(empty, path);

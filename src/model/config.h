@@ -21,6 +21,9 @@ struct RopeConfig {
   double mscale = 0.0;
   double mscale_all_dim = 0.0;
   bool truncate = true;
+  // Rotary dims per head: int(head_dim * partial_rotary_factor), the rest pass through
+  // (Qwen3.5: 0.25, inside rope_parameters next to mrope_section).
+  double partial_rotary_factor = 1.0;
 };
 
 // The decoder shape shared by Qwen3 targets and DFlash drafts.
@@ -39,6 +42,17 @@ struct DecoderConfig {
   RopeConfig rope;
   // Per layer: 0 = full attention, else the sliding window (keys with q_pos - k_pos < window).
   std::vector<int> layer_window;
+  // Per layer: Gated DeltaNet ("linear_attention") instead of attention (Qwen3.5 hybrids).
+  std::vector<bool> layer_linear;
+};
+
+// The Gated DeltaNet layers of a Qwen3.5 hybrid (transformers' linear_* fields).
+struct LinearAttentionConfig {
+  int conv_kernel = 4;
+  int num_key_heads = 0;
+  int num_value_heads = 0;  // a multiple of num_key_heads: value head h reads key head h / ratio
+  int key_head_dim = 0;
+  int value_head_dim = 0;
 };
 
 // The routed experts of a mixture-of-experts target (Qwen3MoeForCausalLM): a sparse layer's
@@ -56,6 +70,11 @@ struct MoeConfig {
 struct TargetConfig {
   std::string architecture;
   DecoderConfig decoder;
+  // Qwen3.5 hybrids (architecture Qwen3_5ForCausalLM / Qwen3_5ForConditionalGeneration): the
+  // linear layers' shape; their RMSNorms scale by (1 + weight) and attention's q_proj also
+  // yields a sigmoid output gate.
+  bool hybrid = false;
+  LinearAttentionConfig linear;
   MoeConfig moe;
 };
 
@@ -83,6 +102,8 @@ TargetConfig LoadTargetConfig(const std::string& dir);
 // The same from a config.json already parsed (GGUF metadata is translated to one); `path`
 // names it in errors.
 TargetConfig TargetConfigFromJson(const Json& config, const std::string& path);
+// Qwen3.5 hybrid checkpoints (Gated DeltaNet + gated attention).
+bool IsHybridArchitecture(const std::string& architecture);
 DraftConfig LoadDraftConfig(const std::string& dir);
 DraftConfig DraftConfigFromJson(const Json& config, const std::string& path);
 

@@ -3,6 +3,8 @@
 #include "io/gguf.h"
 #include "io/safetensors.h"
 #include "model/gguf_config.h"
+#include "model/qwen3.h"
+#include "model/qwen35.h"
 #include "model/moe.h"
 
 namespace dflash {
@@ -34,7 +36,20 @@ LoadedModel<TargetConfig> LoadTarget(const std::string& path) {
   // Before the engine quantises and packs matrices one by one: fused expert tensors become
   // one matrix per expert.
   SplitFusedExperts(model.store, model.config);
+  if (model.config.hybrid) {
+    // A Qwen3.5 checkpoint may hold a vision tower and multi-token-prediction layers beside
+    // the text model; generation uses neither, and load-time quantising must not touch them.
+    for (const std::string& name : model.store.Names()) {
+      if (name.starts_with("model.visual.") || name.starts_with("mtp.")) model.store.Remove(name);
+    }
+  }
   return model;
+}
+
+std::unique_ptr<TargetModel> NewTargetModel(const TargetConfig& config, const TensorStore& store,
+                                            const TargetOptions& options, ThreadPool& pool) {
+  if (config.hybrid) return std::make_unique<Qwen35Model>(config, store, options, pool);
+  return std::make_unique<Qwen3Model>(config, store, options, pool);
 }
 
 LoadedModel<DraftConfig> LoadDraft(const std::string& path) {

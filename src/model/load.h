@@ -4,12 +4,15 @@
 // and the server) loads models through it, and the text side finds its tokenizer from it.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "io/json_file.h"
+#include "core/thread_pool.h"
 #include "io/tensor_store.h"
 #include "model/config.h"
+#include "model/target.h"
 
 namespace dflash {
 
@@ -32,6 +35,10 @@ struct LoadedModel {
 // Throw Error naming the file and field at fault.
 LoadedModel<TargetConfig> LoadTarget(const std::string& path);
 LoadedModel<DraftConfig> LoadDraft(const std::string& path);
+// The target model for `config`'s architecture (dense Qwen3 or a Qwen3.5 hybrid) over `store`,
+// which must outlive it.
+std::unique_ptr<TargetModel> NewTargetModel(const TargetConfig& config, const TensorStore& store,
+                                            const TargetOptions& options, ThreadPool& pool);
 // The metadata alone, without reading a folder's configuration or tensors.
 ModelSource OpenModelSource(const std::string& path);
 

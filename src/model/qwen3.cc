@@ -12,7 +12,8 @@ Qwen3Model::Qwen3Model(const TargetConfig& config, const TensorStore& store,
     : cfg_(config.decoder),
       options_(options),
       pool_(pool),
-      rope_(cfg_.rope, cfg_.head_dim, options.kv_capacity) {
+      rope_(cfg_.rope, cfg_.head_dim, options.kv_capacity),
+      kv_layout_(cfg_.num_layers, cfg_.num_kv_heads, cfg_.head_dim, options.kv_capacity, options.kv_type) {
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
   if (options_.max_rows < 1) Fail("target: max_rows must be at least 1");
   if (options_.kv_capacity < 1) Fail("target: kv capacity must be at least 1");
@@ -41,7 +42,7 @@ Qwen3Model::Qwen3Model(const TargetConfig& config, const TensorStore& store,
   kv_dim_ = cfg_.num_kv_heads * cfg_.head_dim;
   feature_width_ = static_cast<int>(options_.capture_layers.size()) * cfg_.hidden_size;
   const size_t R = options_.max_rows;
-  if (options_.own_cache) own_kv_ = NewCache();
+  if (options_.own_cache) own_kv_ = kv_layout_.NewCache();
   x_.resize(R * H);
   xn_.resize(R * std::max<int64_t>(H, q_dim_));
   q_.resize(R * q_dim_);
@@ -57,50 +58,19 @@ Qwen3Model::Qwen3Model(const TargetConfig& config, const TensorStore& store,
   key_end_.resize(R);
 }
 
-// Positions a head's slice of the cache holds: the capacity in whole key tiles.
-int64_t Qwen3Model::KvHeadPositions() const {
-  return (static_cast<int64_t>(options_.kv_capacity) + ops::kKvTile - 1) / ops::kKvTile * ops::kKvTile;
+std::unique_ptr<TargetState> Qwen3Model::NewState() const {
+  return std::make_unique<KvCache>(kv_layout_.NewCache());
 }
 
-size_t Qwen3Model::KvLayerBytes() const { return RowBytes(options_.kv_type, KvHeadPositions() * kv_dim_); }
-
-KvCache Qwen3Model::NewCache() const {
-  const size_t n = static_cast<size_t>(cfg_.num_layers) * KvLayerBytes();
-  KvCache c;
-  c.type = options_.kv_type;
-  c.k.assign(n, 0);
-  c.v.assign(n, 0);
-  return c;
-}
-
-void Qwen3Model::Bind(KvCache* cache) {
-  KvCache* next = cache ? cache : &own_kv_;
-  if (next->type != options_.kv_type || next->k.size() != static_cast<size_t>(cfg_.num_layers) * KvLayerBytes()) {
-    Fail("target: bound KV cache was not made by this model");
-  }
+void Qwen3Model::Bind(TargetState* state) {
+  KvCache* next = state ? dynamic_cast<KvCache*>(state) : &own_kv_;
+  if (!next || !kv_layout_.Made(*next)) Fail("target: bound state was not made by this model");
   kv_ = next;
 }
 
-size_t Qwen3Model::kv_bytes() const { return static_cast<size_t>(cfg_.num_layers) * KvLayerBytes() * 2; }
-
 void Qwen3Model::Truncate(int length) {
-  if (length < 0 || length > kv_->length) Fail("target: cannot truncate KV of ", kv_->length, " to ", length);
-  kv_->length = length;
-}
-
-void Qwen3Model::StorePositions(const float* rows, int n, int pos0, bool keys, uint8_t* layer_cache) const {
-  const int hd = cfg_.head_dim;
-  for (int h = 0; h < cfg_.num_kv_heads; ++h) {
-    uint8_t* head = layer_cache + RowBytes(options_.kv_type, h * KvHeadPositions() * hd);
-    for (int r = 0; r < n; ++r) {
-      const float* x = rows + static_cast<size_t>(r) * kv_dim_ + static_cast<size_t>(h) * hd;
-      if (keys) {
-        ops::StoreKeyTiled(x, hd, options_.kv_type, pos0 + r, head);
-      } else {
-        ops::StoreValueTiled(x, hd, options_.kv_type, pos0 + r, head);
-      }
-    }
-  }
+  if (length < 0 || length > kv_->filled) Fail("target: cannot truncate KV of ", kv_->filled, " to ", length);
+  kv_->filled = length;
 }
 
 void Qwen3Model::FillSyntheticKv(int length) {
@@ -108,32 +78,14 @@ void Qwen3Model::FillSyntheticKv(int length) {
   if (length < 0 || length > options_.kv_capacity) {
     Fail("target: synthetic KV length ", length, " is outside [0, ", options_.kv_capacity, "]");
   }
-  // Values in [-1, 1) from a multiplicative hash: like real normalised keys in scale, and
-  // rounding to f16/bf16 keeps them normal numbers.
-  constexpr int kChunk = 256;
-  std::vector<float> rows(static_cast<size_t>(kChunk) * kv_dim_);
-  uint32_t state = 0x9e3779b9u;
-  for (int layer = 0; layer < cfg_.num_layers; ++layer) {
-    for (const bool keys : {true, false}) {
-      uint8_t* cache = (keys ? kv_->k.data() : kv_->v.data()) + static_cast<size_t>(layer) * KvLayerBytes();
-      for (int p0 = 0; p0 < length; p0 += kChunk) {
-        const int n = std::min(kChunk, length - p0);
-        for (size_t i = 0; i < static_cast<size_t>(n) * kv_dim_; ++i) {
-          state = state * 1664525u + 1013904223u;
-          rows[i] = static_cast<float>(state >> 8) * (2.0f / 16777216.0f) - 1.0f;
-        }
-        StorePositions(rows.data(), n, p0, keys, cache);
-      }
-    }
-  }
-  kv_->length = length;
+  kv_layout_.FillSynthetic(*kv_, length);
 }
 
 void Qwen3Model::Attention(int layer, int n, StageClock& clock) {
   const DecoderLayerWeights& w = layers_[layer];
-  const int pos0 = kv_->length;
-  uint8_t* k_layer = kv_->k.data() + static_cast<size_t>(layer) * KvLayerBytes();
-  uint8_t* v_layer = kv_->v.data() + static_cast<size_t>(layer) * KvLayerBytes();
+  const int pos0 = kv_->filled;
+  uint8_t* k_layer = kv_layout_.Keys(*kv_, layer);
+  uint8_t* v_layer = kv_layout_.Values(*kv_, layer);
   float* k_rows = k_new_.data();
   float* v_rows = v_new_.data();
 
@@ -154,13 +106,12 @@ void Qwen3Model::Attention(int layer, int n, StageClock& clock) {
     rope_.Apply(k, cfg_.num_kv_heads, pos);
     key_begin_[r] = window > 0 ? std::max(0, pos - window + 1) : 0;
     key_end_[r] = pos + 1;
-    StorePositions(k, 1, pos, /*keys=*/true, k_layer);
-    StorePositions(v_rows + static_cast<size_t>(r) * kv_dim_, 1, pos, /*keys=*/false, v_layer);
+    kv_layout_.Store(k, 1, pos, /*keys=*/true, k_layer);
+    kv_layout_.Store(v_rows + static_cast<size_t>(r) * kv_dim_, 1, pos, /*keys=*/false, v_layer);
   });
   ops::AttentionShape shape{cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim,
                             1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
-  const ops::KvView kv{k_layer, v_layer, cfg_.head_dim, options_.kv_type, KvHeadPositions() * cfg_.head_dim,
-                       /*tiled=*/true};
+  const ops::KvView kv = kv_layout_.View(*kv_, layer);
   clock.Mark(PassStage::kOther);
   ops::Attention(q_.data(), n, q_dim_, shape, kv, key_begin_.data(), key_end_.data(), attn_.data(), q_dim_, pool_);
   clock.Mark(PassStage::kAttention);
@@ -173,8 +124,8 @@ void Qwen3Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
   const int64_t H = cfg_.hidden_size;
   if (n < 1 || n > options_.max_rows) Fail("target: Forward of ", n, " rows (max ", options_.max_rows, ")");
   if (kv_->k.empty()) Fail("target: Forward without a KV cache bound");
-  if (kv_->length + n > options_.kv_capacity) {
-    Fail("context full: ", kv_->length + n, " positions needed, KV cache holds ", options_.kv_capacity);
+  if (kv_->filled + n > options_.kv_capacity) {
+    Fail("context full: ", kv_->filled + n, " positions needed, KV cache holds ", options_.kv_capacity);
   }
   StageClock clock(profile_);
   for (int r = 0; r < n; ++r) {
@@ -211,7 +162,7 @@ void Qwen3Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
       Capture(l, x_.data(), n);
     }
   }
-  kv_->length += n;
+  kv_->filled += n;
   // The final norm runs on every row when the last layer is captured: HF's hidden_states[L],
   // which z-lab's drafts read for layer L-1, is the normed output.
   const bool capture_last = std::find(options_.capture_layers.begin(), options_.capture_layers.end(),
@@ -254,7 +205,7 @@ int64_t Qwen3Model::DecodeBytes(int ctx) const {
     if (!w.moe.experts.empty()) total += MoeDecodeBytes(w.moe, moe_->top_k());  // a row reads only its top-k experts
     const int window = cfg_.layer_window[l];
     const int64_t keys = window > 0 ? std::min(ctx + 1, window) : ctx + 1;
-    total += 2 * static_cast<int64_t>(RowBytes(options_.kv_type, keys * kv_dim_));
+    total += kv_layout_.ReadBytes(keys);
   }
   return total;
 }

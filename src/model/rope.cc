@@ -59,9 +59,11 @@ std::vector<float> InverseFrequencies(const RopeConfig& c, int dim, float* atten
 }  // namespace
 
 Rope::Rope(const RopeConfig& config, int head_dim, int max_positions)
-    : half_(head_dim / 2), max_positions_(max_positions) {
+    : head_dim_(head_dim),
+      half_(static_cast<int>(head_dim * config.partial_rotary_factor) / 2),
+      max_positions_(max_positions) {
   float scaling = 1.0f;
-  const std::vector<float> inv = InverseFrequencies(config, head_dim, &scaling);
+  const std::vector<float> inv = InverseFrequencies(config, 2 * half_, &scaling);
   cos_.resize(static_cast<size_t>(max_positions) * half_);
   sin_.resize(cos_.size());
   for (int p = 0; p < max_positions; ++p) {
@@ -78,7 +80,7 @@ void Rope::Apply(float* x, int n_heads, int pos) const {
   const float* c = cos_.data() + static_cast<size_t>(pos) * half_;
   const float* s = sin_.data() + static_cast<size_t>(pos) * half_;
   for (int h = 0; h < n_heads; ++h) {
-    float* lo = x + static_cast<size_t>(h) * 2 * half_;
+    float* lo = x + static_cast<size_t>(h) * head_dim_;
     float* hi = lo + half_;
     for (int i = 0; i < half_; ++i) {
       const float a = lo[i], b = hi[i];

@@ -1,5 +1,7 @@
 // Rotary position embedding ("rotate half", neox layout) with transformers' default, linear
 // and YaRN frequency schedules. cos/sin are tabulated per position once, at construction.
+// With a partial_rotary_factor below 1 only each head's first int(head_dim * factor) dims
+// rotate (their frequencies computed over that width); the rest pass through.
 #pragma once
 
 #include <vector>
@@ -17,7 +19,8 @@ class Rope {
   int max_positions() const { return max_positions_; }
 
  private:
-  int half_ = 0;
+  int head_dim_ = 0;
+  int half_ = 0;  // half the rotary dims
   int max_positions_ = 0;
   std::vector<float> cos_, sin_;  // [max_positions][half]
 };

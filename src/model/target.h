@@ -3,13 +3,41 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <vector>
 
 #include "core/tensor.h"
 #include "model/config.h"
 #include "model/pass_profile.h"
 
 namespace dflash {
+
+struct TargetOptions {
+  int kv_capacity = 4096;         // positions of KV cache reserved (per sequence)
+  int max_rows = 64;              // rows per Forward (prefill chunk, verify block)
+  // KV cache element type: kF32 (exact, what the transformers goldens are checked at), kF16 or
+  // kBF16. A key or value is rounded once, when its position is stored, so every row sees the
+  // same cache whatever the batch.
+  DType kv_type = DType::kF32;
+  std::vector<int> capture_layers;  // 0-based layers whose outputs Features() returns
+  // Allocate a KV cache of its own. Without one, Bind() a state (NewState) before Forward: an
+  // engine serving several sequences keeps one cache per sequence and swaps the pointer.
+  bool own_cache = true;
+};
+
+// One sequence's state in a target, apart from the weights: the KV cache, and a hybrid's
+// recurrent state. A target makes it (NewState) and works on the one bound (Bind); an engine
+// serving several sequences keeps one per sequence.
+class TargetState {
+ public:
+  virtual ~TargetState() = default;
+  virtual size_t bytes() const = 0;
+  virtual int length() const = 0;  // positions it holds
+  // The longest prefix of at most `length` positions that Truncate restores exactly: `length`
+  // for a KV cache; a recurrent state only restores its checkpoints and rows of its last Forward.
+  virtual int RestorablePrefix(int length) const = 0;
+};
 
 class TargetModel {
  public:
@@ -27,7 +55,16 @@ class TargetModel {
 
   virtual int kv_length() const = 0;
   virtual int kv_capacity() const = 0;
-  virtual void Truncate(int length) = 0;  // keeps positions [0, length)
+  // Keeps positions [0, length); `length` must be restorable (TargetState::RestorablePrefix).
+  // After it the state is, bit for bit, what running those positions' tokens gives.
+  virtual void Truncate(int length) = 0;
+  // Marks the current state as one a later prefix reuse may restore (the end of a prompt).
+  virtual void Checkpoint() = 0;
+  // A state sized for kv_capacity() positions; Bind() makes it the one Forward, Truncate and
+  // Checkpoint use (nullptr: the model's own, if it has one).
+  virtual std::unique_ptr<TargetState> NewState() const = 0;
+  virtual void Bind(TargetState* state) = 0;
+  virtual size_t state_bytes() const = 0;  // one sequence's
   // For cost benchmarks only: makes the cache `length` positions of synthetic keys and values (a
   // fixed pseudo-random pattern, no token's). A pass costs the same whatever the cached values
   // are (attention has no value-dependent branches), so a 16k-context cost curve needs no

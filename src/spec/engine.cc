@@ -118,7 +118,7 @@ Engine::Engine(const EngineOptions& options) : options_(options), pool_(options.
     options_.draft_quant = TargetQuantisation(*target_store_, options.target_quant);
   }
   PrepareMatrices(*target_store_, options.target_quant, options.bf16_activations, pool_);
-  target_ = std::make_unique<Qwen3Model>(target_config_, *target_store_, topt, pool_);
+  target_ = NewTargetModel(target_config_, *target_store_, topt, pool_);
   if (!options.draft_dir.empty()) {
     PrepareMatrices(*draft_store_, options_.draft_quant, options.bf16_activations, pool_);
     DraftOptions dopt;
@@ -139,7 +139,7 @@ class Engine::SequenceTurn final : public StepScope {
   SequenceTurn(Engine& engine, Sequence& seq) : engine_(engine), seq_(seq) {}
   void Enter() override {
     engine_.turn_.lock();
-    engine_.target_->Bind(&seq_.target);
+    engine_.target_->Bind(seq_.target.get());
     if (engine_.draft_) engine_.draft_->Bind(&seq_.draft);
   }
   void Leave() override { engine_.turn_.unlock(); }
@@ -151,7 +151,7 @@ class Engine::SequenceTurn final : public StepScope {
 
 Sequence Engine::NewSequence() const {
   Sequence s;
-  s.target = target_->NewCache();
+  s.target = target_->NewState();
   if (draft_) s.draft = draft_->NewContext();
   return s;
 }
@@ -162,7 +162,7 @@ int Engine::ReusablePrefix(const Sequence& seq, std::span<const int32_t> prompt)
   const size_t n = std::min(seq.tokens.size(), prompt.size());
   const size_t common = std::mismatch(seq.tokens.begin(), seq.tokens.begin() + n, prompt.begin()).first - seq.tokens.begin();
   // At least one prompt token must run through the target: its logits pick the first token.
-  return static_cast<int>(std::min(common, prompt.empty() ? 0 : prompt.size() - 1));
+  return seq.target->RestorablePrefix(static_cast<int>(std::min(common, prompt.empty() ? 0 : prompt.size() - 1)));
 }
 
 GenerateResult Engine::Continue(Sequence& seq, std::span<const int32_t> prompt, const GenerateOptions& options,
@@ -218,7 +218,7 @@ GenerateResult Engine::Generate(std::span<const int32_t> prompt, const GenerateO
 }
 
 TargetModel& Engine::target() {
-  target_->Bind(&GenerateSequence().target);
+  target_->Bind(GenerateSequence().target.get());
   return *target_;
 }
 
@@ -229,7 +229,7 @@ Drafter* Engine::drafter() {
 }
 
 size_t Engine::cache_bytes() const {
-  return target_->kv_bytes() + (draft_ ? draft_->cache_bytes() : 0);
+  return target_->state_bytes() + (draft_ ? draft_->cache_bytes() : 0);
 }
 
 }  // namespace dflash

@@ -14,7 +14,7 @@
 #include "io/tensor_store.h"
 #include "model/config.h"
 #include "model/load.h"
-#include "model/qwen3.h"
+#include "model/target.h"
 #include "spec/generate.h"
 
 namespace dflash {
@@ -51,10 +51,11 @@ struct GenerationDefaults {
   SamplingParams sampling;  // greedy unless do_sample is true
 };
 
-// One sequence's state, apart from the weights: the target's KV cache, the draft's context and
-// the tokens whose positions both hold (always the same positions). A server keeps one per slot.
+// One sequence's state, apart from the weights: the target's (KV cache, and a hybrid's
+// recurrent state), the draft's context and the tokens whose positions both hold (always the
+// same positions). A server keeps one per slot.
 struct Sequence {
-  KvCache target;
+  std::unique_ptr<TargetState> target;
   DraftContext draft;  // empty without a draft
   std::vector<int32_t> tokens;
 };
@@ -75,7 +76,8 @@ class Engine {
   // turns on the models in arrival order. hooks.scope is the engine's own and must be null.
   GenerateResult Continue(Sequence& seq, std::span<const int32_t> prompt, const GenerateOptions& options,
                           const GenerateHooks& hooks = {});
-  // How many of the prompt's tokens Continue would reuse from seq.
+  // How many of the prompt's tokens Continue would reuse from seq: the common prefix, or as
+  // much of it as the target state can restore (a hybrid's: its last checkpoint).
   int ReusablePrefix(const Sequence& seq, std::span<const int32_t> prompt) const;
 
   bool has_draft() const { return draft_ != nullptr; }
@@ -85,7 +87,7 @@ class Engine {
   const EngineOptions& options() const { return options_; }
   int threads() const { return pool_.size(); }
   ThreadPool& pool() { return pool_; }
-  size_t cache_bytes() const;  // one sequence's KV cache and draft context
+  size_t cache_bytes() const;  // one sequence's target state (KV, recurrent) and draft context
   // Direct access for tests and tools, bound to Generate()'s sequence; not while other threads
   // are in Continue.
   TargetModel& target();
@@ -103,7 +105,7 @@ class Engine {
   DraftConfig draft_config_;
   GenerationDefaults defaults_;
   std::optional<TensorStore> target_store_, draft_store_;
-  std::unique_ptr<Qwen3Model> target_;
+  std::unique_ptr<TargetModel> target_;
   std::unique_ptr<DFlashDraft> draft_;
   Drafter* drafter_override_ = nullptr;
   FairMutex turn_;                     // one sequence's step at a time on the models

@@ -173,7 +173,10 @@ bool Decoder::Prefill(std::span<const int32_t> prompt) {
       target_.Forward(prompt.subspan(pos, rows), /*all_logits=*/false);
       if (drafter_) drafter_->AppendContext(target_.Features(0), rows, pos);
       // The logits live in the model's scratch: read them before another sequence's turn.
-      if (pos + rows == n) pending_ = Pick(target_.Logits(0), n);
+      if (pos + rows == n) {
+        pending_ = Pick(target_.Logits(0), n);
+        target_.Checkpoint();  // where the next request's prompt most likely departs
+      }
     }
     if (hooks_.progress && !hooks_.progress(pos + rows, n)) return false;
   }

@@ -1,0 +1,369 @@
+#include "model/qwen35.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "ops/ops.h"
+
+namespace dflash {
+
+namespace {
+
+// transformers' Qwen3_5RMSNorm multiplies by (1 + weight), computed in f32: fold it in once.
+std::vector<float> OnePlus(std::vector<float> w) {
+  for (float& x : w) x += 1.0f;
+  return w;
+}
+
+void Copy(const std::vector<float>& from, std::vector<float>& to) { std::copy(from.begin(), from.end(), to.begin()); }
+
+}  // namespace
+
+size_t HybridState::bytes() const {
+  size_t floats = log_qkv.size() + log_decay.size() + log_beta.size() + saved_conv.size() + saved_rec.size();
+  for (int i = 0; i < 2; ++i) floats += conv[i].size() + rec[i].size();
+  return kv.bytes() + floats * sizeof(float);
+}
+
+int HybridState::RestorablePrefix(int length) const {
+  if (length >= kv.filled) return kv.filled;
+  if (length >= forward_start) return length;  // a prefix of the last Forward's rows: replayed
+  return std::max(0, saved_length <= length ? saved_length : 0);
+}
+
+Qwen35Model::Qwen35Model(const TargetConfig& config, const TensorStore& store, const TargetOptions& options,
+                         ThreadPool& pool)
+    : cfg_(config.decoder),
+      options_(options),
+      pool_(pool),
+      rope_(cfg_.rope, cfg_.head_dim, options.kv_capacity),
+      q_dim_(cfg_.num_heads * cfg_.head_dim),
+      kv_dim_(cfg_.num_kv_heads * cfg_.head_dim),
+      feature_width_(static_cast<int>(options.capture_layers.size()) * cfg_.hidden_size),
+      full_layers_(static_cast<int>(std::count(cfg_.layer_linear.begin(), cfg_.layer_linear.end(), false))),
+      linear_layers_(cfg_.num_layers - full_layers_),
+      kv_layout_(full_layers_, cfg_.num_kv_heads, cfg_.head_dim, options.kv_capacity, options.kv_type),
+      deltanet_(config, std::max(options.max_rows, 1), pool) {
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, I = cfg_.intermediate_size;
+  if (options_.max_rows < 1) Fail("target: max_rows must be at least 1");
+  if (options_.kv_capacity < 1) Fail("target: kv capacity must be at least 1");
+  if (options_.kv_type != DType::kF32 && options_.kv_type != DType::kF16 && options_.kv_type != DType::kBF16)
+    Fail("target: KV cache type ", DTypeName(options_.kv_type), " is not f32, f16 or bf16");
+  if (options_.kv_type == DType::kBF16 && cfg_.head_dim % 2 != 0)
+    Fail(store.origin(), ": a bf16 KV cache pairs head dims, head_dim ", cfg_.head_dim, " is odd (use --kv-type f16)");
+  if (cfg_.attention_bias) Fail(store.origin(), ": attention_bias is not supported for Qwen3.5 hybrids");
+  for (int id : options_.capture_layers) {
+    if (id < 0 || id >= cfg_.num_layers) Fail(store.origin(), ": capture layer ", id, " out of range");
+  }
+  // Qwen3_5ForConditionalGeneration nests the text model under model.language_model.
+  const std::string model = store.Find("model.language_model.embed_tokens.weight") ? "model.language_model." : "model.";
+  embed_ = AsWeight(store.Require(model + "embed_tokens.weight", {V, H}));
+  if (cfg_.tie_word_embeddings) {
+    lm_head_ = store.Find("lm_head.weight") ? AsWeight(store.Require("lm_head.weight", {V, H})) : embed_;
+  } else {
+    lm_head_ = AsWeight(store.Require("lm_head.weight", {V, H}));
+  }
+  const auto vector = [&](const std::string& name, int64_t n) { return ToF32Vector(store.Require(name, {n})); };
+  const auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    return AsWeight(store.Require(name, {rows, cols}));
+  };
+  int full = 0, linear = 0;
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    const std::string p = model + "layers." + std::to_string(l);
+    Layer w;
+    if (cfg_.layer_linear[l]) {
+      w.slot = linear++;
+      w.linear = LoadGatedDeltaNet(store, p, config);
+    } else {
+      w.slot = full++;
+      w.q_proj = matrix(p + ".self_attn.q_proj.weight", 2 * q_dim_, H);
+      w.k_proj = matrix(p + ".self_attn.k_proj.weight", kv_dim_, H);
+      w.v_proj = matrix(p + ".self_attn.v_proj.weight", kv_dim_, H);
+      w.o_proj = matrix(p + ".self_attn.o_proj.weight", H, q_dim_);
+      w.q_norm = OnePlus(vector(p + ".self_attn.q_norm.weight", cfg_.head_dim));
+      w.k_norm = OnePlus(vector(p + ".self_attn.k_norm.weight", cfg_.head_dim));
+    }
+    w.gate_proj = matrix(p + ".mlp.gate_proj.weight", I, H);
+    w.up_proj = matrix(p + ".mlp.up_proj.weight", I, H);
+    w.down_proj = matrix(p + ".mlp.down_proj.weight", H, I);
+    w.input_norm = OnePlus(vector(p + ".input_layernorm.weight", H));
+    w.post_attention_norm = OnePlus(vector(p + ".post_attention_layernorm.weight", H));
+    layers_.push_back(std::move(w));
+  }
+  final_norm_ = OnePlus(vector(model + "norm.weight", H));
+
+  const size_t R = options_.max_rows;
+  if (options_.own_cache) {
+    own_state_.reset(static_cast<HybridState*>(NewState().release()));
+    state_ = own_state_.get();
+  }
+  x_.resize(R * H);
+  xn_.resize(R * H);
+  qg_.resize(R * 2 * q_dim_);
+  q_.resize(R * q_dim_);
+  gate_attn_.resize(R * q_dim_);
+  k_new_.resize(R * kv_dim_);
+  v_new_.resize(R * kv_dim_);
+  attn_.resize(R * q_dim_);
+  gate_.resize(R * I);
+  up_.resize(R * I);
+  logits_.resize(R * V);
+  features_.resize(R * std::max(feature_width_, 1));
+  key_begin_.resize(R);
+  key_end_.resize(R);
+}
+
+std::unique_ptr<TargetState> Qwen35Model::NewState() const {
+  auto s = std::make_unique<HybridState>();
+  s->kv = kv_layout_.NewCache();
+  const size_t L = linear_layers_, R = options_.max_rows;
+  for (int i = 0; i < 2; ++i) {
+    s->conv[i].assign(L * deltanet_.conv_floats(), 0.0f);
+    s->rec[i].assign(L * deltanet_.recurrent_floats(), 0.0f);
+  }
+  s->saved_conv.assign(s->conv[0].size(), 0.0f);
+  s->saved_rec.assign(s->rec[0].size(), 0.0f);
+  s->log_qkv.assign(L * R * deltanet_.conv_dim(), 0.0f);
+  s->log_decay.assign(L * R * deltanet_.value_heads(), 0.0f);
+  s->log_beta.assign(s->log_decay.size(), 0.0f);
+  return s;
+}
+
+size_t Qwen35Model::state_bytes() const {
+  const size_t L = linear_layers_, R = options_.max_rows;
+  const size_t states = deltanet_.conv_floats() + deltanet_.recurrent_floats();  // one copy of one layer's
+  const size_t log = R * (deltanet_.conv_dim() + 2 * static_cast<size_t>(deltanet_.value_heads()));
+  return kv_layout_.bytes() + L * (3 * states + log) * sizeof(float);  // two copies and the checkpoint
+}
+
+void Qwen35Model::Bind(TargetState* state) {
+  HybridState* next = state ? dynamic_cast<HybridState*>(state) : own_state_.get();
+  if (!next || !kv_layout_.Made(next->kv) ||
+      next->rec[0].size() != static_cast<size_t>(linear_layers_) * deltanet_.recurrent_floats() ||
+      next->log_qkv.size() != static_cast<size_t>(linear_layers_) * options_.max_rows * deltanet_.conv_dim()) {
+    Fail("target: bound state was not made by this model");
+  }
+  state_ = next;
+}
+
+// Linear layer `slot`'s buffers: a Forward reads the copy before it and writes the other; a
+// replay reads the same copy before and rewrites the other.
+GatedDeltaNetState Qwen35Model::LinearSlot(HybridState& s, int slot) const {
+  const int cur = s.current, prev = 1 - cur;
+  const size_t cf = deltanet_.conv_floats(), rf = deltanet_.recurrent_floats();
+  const size_t R = options_.max_rows;
+  return GatedDeltaNetState{s.conv[prev].data() + slot * cf,
+                            s.rec[prev].data() + slot * rf,
+                            s.conv[cur].data() + slot * cf,
+                            s.rec[cur].data() + slot * rf,
+                            s.log_qkv.data() + slot * R * deltanet_.conv_dim(),
+                            s.log_decay.data() + slot * R * deltanet_.value_heads(),
+                            s.log_beta.data() + slot * R * deltanet_.value_heads()};
+}
+
+void Qwen35Model::Truncate(int length) {
+  HybridState& s = *state_;
+  if (length < 0 || length > s.kv.filled) Fail("target: cannot truncate a state of ", s.kv.filled, " positions to ", length);
+  if (length == s.kv.filled) return;
+  if (s.saved_length > length) s.saved_length = -1;  // its tokens may change from here
+  if (length >= s.forward_start) {
+    const int rows = length - s.forward_start;
+    for (int l = 0; l < cfg_.num_layers; ++l) {
+      if (!cfg_.layer_linear[l]) continue;
+      GatedDeltaNetState st = LinearSlot(s, layers_[l].slot);
+      deltanet_.Replay(layers_[l].linear, rows, st);
+    }
+    s.forward_rows = rows;
+  } else if (length == s.saved_length) {
+    Copy(s.saved_conv, s.conv[s.current]);
+    Copy(s.saved_rec, s.rec[s.current]);
+    s.forward_start = length;
+    s.forward_rows = 0;
+  } else if (length == 0) {
+    std::fill(s.conv[s.current].begin(), s.conv[s.current].end(), 0.0f);
+    std::fill(s.rec[s.current].begin(), s.rec[s.current].end(), 0.0f);
+    s.forward_start = 0;
+    s.forward_rows = 0;
+  } else {
+    Fail("target: a recurrent state of ", s.kv.filled, " positions cannot be restored to ", length,
+         " (restorable: ", s.RestorablePrefix(length), ")");
+  }
+  s.kv.filled = length;
+}
+
+void Qwen35Model::Checkpoint() {
+  HybridState& s = *state_;
+  Copy(s.conv[s.current], s.saved_conv);
+  Copy(s.rec[s.current], s.saved_rec);
+  s.saved_length = s.kv.filled;
+}
+
+void Qwen35Model::FillSyntheticKv(int length) {
+  if (!state_) Fail("target: FillSyntheticKv without a state bound");
+  if (length < 0 || length > options_.kv_capacity) {
+    Fail("target: synthetic KV length ", length, " is outside [0, ", options_.kv_capacity, "]");
+  }
+  // The recurrent state's size does not grow with the context: only the KV needs filling.
+  kv_layout_.FillSynthetic(state_->kv, length);
+  state_->forward_start = length;
+  state_->forward_rows = 0;
+  state_->saved_length = -1;
+}
+
+std::span<const float> Qwen35Model::ConvState(int j) const {
+  const size_t n = deltanet_.conv_floats();
+  return {state_->conv[state_->current].data() + j * n, n};
+}
+
+std::span<const float> Qwen35Model::RecurrentState(int j) const {
+  const size_t n = deltanet_.recurrent_floats();
+  return {state_->rec[state_->current].data() + j * n, n};
+}
+
+void Qwen35Model::Attention(const Layer& w, int n, StageClock& clock) {
+  HybridState& s = *state_;
+  const int pos0 = s.kv.filled, hd = cfg_.head_dim;
+  uint8_t* k_layer = kv_layout_.Keys(s.kv, w.slot);
+  uint8_t* v_layer = kv_layout_.Values(s.kv, w.slot);
+  const ops::MatMulOutput qkv[] = {{&w.q_proj, nullptr, qg_.data()},
+                                    {&w.k_proj, nullptr, k_new_.data()},
+                                    {&w.v_proj, nullptr, v_new_.data()}};
+  ops::MatMulShared(xn_.data(), n, qkv, pool_);
+  clock.Mark(PassStage::kQkv);
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  pool_.ParallelFor(n, [&](int64_t r) {
+    const int pos = pos0 + static_cast<int>(r);
+    float* q = q_.data() + r * q_dim_;
+    float* gate = gate_attn_.data() + r * q_dim_;
+    float* k = k_new_.data() + r * kv_dim_;
+    const float* qg = qg_.data() + r * 2 * q_dim_;
+    for (int h = 0; h < cfg_.num_heads; ++h) {
+      std::memcpy(q + h * hd, qg + 2 * h * hd, hd * sizeof(float));
+      std::memcpy(gate + h * hd, qg + (2 * h + 1) * hd, hd * sizeof(float));
+    }
+    ops::RmsNorm(q, cfg_.num_heads, hd, w.q_norm.data(), eps, q);
+    ops::RmsNorm(k, cfg_.num_kv_heads, hd, w.k_norm.data(), eps, k);
+    rope_.Apply(q, cfg_.num_heads, pos);
+    rope_.Apply(k, cfg_.num_kv_heads, pos);
+    key_begin_[r] = 0;
+    key_end_[r] = pos + 1;
+    kv_layout_.Store(k, 1, pos, /*keys=*/true, k_layer);
+    kv_layout_.Store(v_new_.data() + r * kv_dim_, 1, pos, /*keys=*/false, v_layer);
+  });
+  const ops::AttentionShape shape{cfg_.num_heads, cfg_.num_kv_heads, hd, 1.0f / std::sqrt(static_cast<float>(hd))};
+  clock.Mark(PassStage::kOther);
+  ops::Attention(q_.data(), n, q_dim_, shape, kv_layout_.View(s.kv, w.slot), key_begin_.data(), key_end_.data(),
+                 attn_.data(), q_dim_, pool_);
+  clock.Mark(PassStage::kAttention);
+  // The output gate: attn * sigmoid(gate).
+  pool_.ParallelFor(n, [&](int64_t r) {
+    float* a = attn_.data() + r * q_dim_;
+    const float* g = gate_attn_.data() + r * q_dim_;
+    for (int i = 0; i < q_dim_; ++i) a[i] *= 1.0f / (1.0f + std::exp(-g[i]));
+  });
+  ops::MatMul(attn_.data(), n, w.o_proj, nullptr, xn_.data(), pool_);
+  clock.Mark(PassStage::kOProj);
+}
+
+void Qwen35Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
+  const int n = static_cast<int>(tokens.size());
+  const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
+  if (n < 1 || n > options_.max_rows) Fail("target: Forward of ", n, " rows (max ", options_.max_rows, ")");
+  if (!state_) Fail("target: Forward without a state bound");
+  HybridState& s = *state_;
+  if (s.kv.filled + n > options_.kv_capacity) {
+    Fail("context full: ", s.kv.filled + n, " positions needed, KV cache holds ", options_.kv_capacity);
+  }
+  StageClock clock(profile_);
+  for (int r = 0; r < n; ++r) {
+    if (tokens[r] < 0 || tokens[r] >= cfg_.vocab_size) {
+      Fail("token id ", tokens[r], " is outside the vocabulary (", cfg_.vocab_size, ")");
+    }
+    ops::DequantizeRow(embed_, tokens[r], x_.data() + r * H);
+  }
+  // The new state goes to the other copy; this one stays as the start of a replay.
+  s.current = 1 - s.current;
+  s.forward_start = s.kv.filled;
+  s.forward_rows = n;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const auto residual_norm = [&](int64_t r, const std::vector<float>& norm) {
+    float* x = x_.data() + r * H;
+    float* xn = xn_.data() + r * H;
+    ops::AddInPlace(x, xn, H);
+    ops::RmsNorm(x, 1, H, norm.data(), eps, xn);
+  };
+  pool_.ParallelFor(n, [&](int64_t r) {
+    ops::RmsNorm(x_.data() + r * H, 1, H, layers_[0].input_norm.data(), eps, xn_.data() + r * H);
+  });
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    const Layer& w = layers_[l];
+    clock.Mark(PassStage::kOther);
+    if (cfg_.layer_linear[l]) {
+      GatedDeltaNetState st = LinearSlot(s, w.slot);
+      deltanet_.Forward(w.linear, xn_.data(), n, st, xn_.data());
+      clock.Mark(PassStage::kAttention);
+    } else {
+      Attention(w, n, clock);
+    }
+    pool_.ParallelFor(n, [&](int64_t r) { residual_norm(r, w.post_attention_norm); });
+    clock.Mark(PassStage::kOther);
+    const ops::MatMulOutput gate_up[] = {{&w.gate_proj, nullptr, gate_.data()}, {&w.up_proj, nullptr, up_.data()}};
+    ops::MatMulShared(xn_.data(), n, gate_up, pool_);
+    clock.Mark(PassStage::kGateUp);
+    pool_.ParallelFor(n, [&](int64_t r) { ops::SiluMul(gate_.data() + r * I, up_.data() + r * I, I, gate_.data() + r * I); });
+    clock.Mark(PassStage::kOther);
+    ops::MatMul(gate_.data(), n, w.down_proj, nullptr, xn_.data(), pool_);
+    clock.Mark(PassStage::kDown);
+    if (l == cfg_.num_layers - 1) {
+      pool_.ParallelFor(n, [&](int64_t r) { ops::AddInPlace(x_.data() + r * H, xn_.data() + r * H, H); });
+    } else {
+      pool_.ParallelFor(n, [&](int64_t r) { residual_norm(r, layers_[l + 1].input_norm); });
+      Capture(l, x_.data(), n);
+    }
+  }
+  s.kv.filled += n;
+  // As Qwen3Model: hidden_states[L] (the draft's capture of layer L-1) is the normed output.
+  const bool capture_last = std::find(options_.capture_layers.begin(), options_.capture_layers.end(),
+                                      cfg_.num_layers - 1) != options_.capture_layers.end();
+  const int first = all_logits ? 0 : n - 1;
+  const int normed = capture_last ? 0 : first;
+  ops::RmsNorm(x_.data() + normed * H, n - normed, H, final_norm_.data(), eps, xn_.data());
+  if (capture_last) Capture(cfg_.num_layers - 1, xn_.data(), n);
+  clock.Mark(PassStage::kOther);
+  ops::MatMul(xn_.data() + (first - normed) * H, n - first, lm_head_, nullptr, logits_.data(), pool_);
+  clock.Mark(PassStage::kLmHead);
+}
+
+int64_t Qwen35Model::DecodeBytes(int ctx) const {
+  const auto bytes = [](const WeightRef& w) { return w.rows * static_cast<int64_t>(w.row_bytes); };
+  int64_t total = bytes(lm_head_) + static_cast<int64_t>(embed_.row_bytes);
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    const Layer& w = layers_[l];
+    for (const WeightRef* m : {&w.gate_proj, &w.up_proj, &w.down_proj}) total += bytes(*m);
+    if (cfg_.layer_linear[l]) {
+      const GatedDeltaNetWeights& g = w.linear;
+      for (const WeightRef* m : {&g.in_proj_qkv, &g.in_proj_z, &g.in_proj_b, &g.in_proj_a, &g.out_proj}) {
+        total += bytes(*m);
+      }
+      // The recurrent state is read and written once per step, whatever the context.
+      total += 2 * static_cast<int64_t>(deltanet_.recurrent_floats() * sizeof(float));
+    } else {
+      for (const WeightRef* m : {&w.q_proj, &w.k_proj, &w.v_proj, &w.o_proj}) total += bytes(*m);
+      total += kv_layout_.ReadBytes(ctx + 1);
+    }
+  }
+  return total;
+}
+
+void Qwen35Model::Capture(int layer, const float* rows, int n) {
+  const int64_t H = cfg_.hidden_size;
+  for (size_t f = 0; f < options_.capture_layers.size(); ++f) {
+    if (options_.capture_layers[f] != layer) continue;
+    for (int r = 0; r < n; ++r) {
+      std::memcpy(features_.data() + static_cast<size_t>(r) * feature_width_ + f * H, rows + r * H, H * sizeof(float));
+    }
+  }
+}
+
+}  // namespace dflash
