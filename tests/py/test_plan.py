@@ -181,7 +181,7 @@ def test_doctor_on_a_bad_path_is_a_clear_error():
 
 def test_doctor_on_an_unsupported_architecture(tmp_path):
     config = json.loads((FIXTURES / "qwen3-tiny" / "config.json").read_text())
-    config["architectures"] = ["Qwen3_5ForConditionalGeneration"]
+    config["architectures"] = ["Qwen3NextForCausalLM"]
     (tmp_path / "config.json").write_text(json.dumps(config))
     (tmp_path / "model.safetensors").write_bytes((FIXTURES / "qwen3-tiny" / "model.safetensors").read_bytes())
     res = dflash("doctor", "-m", tmp_path, "-t", "1")
