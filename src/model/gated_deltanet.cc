@@ -121,12 +121,13 @@ void GatedDeltaNet::Recur(int n, GatedDeltaNetState& st, bool with_output) {
 }
 
 void GatedDeltaNet::Forward(const GatedDeltaNetWeights& w, const float* xn, int n, GatedDeltaNetState& st,
-                            float* out) {
+                            float* out, StageClock& clock) {
   const ops::MatMulOutput proj[] = {{&w.in_proj_qkv, nullptr, st.log_qkv},
                                     {&w.in_proj_z, nullptr, z_.data()},
                                     {&w.in_proj_b, nullptr, b_.data()},
                                     {&w.in_proj_a, nullptr, a_.data()}};
   ops::MatMulShared(xn, n, proj, pool_);
+  clock.Mark(PassStage::kQkv);
   for (int64_t i = 0; i < static_cast<int64_t>(n) * nv_; ++i) {
     const int h = static_cast<int>(i % nv_);
     st.log_decay[i] = std::exp(w.neg_a[h] * Softplus(a_[i] + w.dt_bias[h]));
@@ -139,7 +140,9 @@ void GatedDeltaNet::Forward(const GatedDeltaNetWeights& w, const float* xn, int 
     ops::RmsNorm(o, nv_, dv_, w.norm.data(), eps_, o);
     ops::SiluMul(z_.data() + r * value_dim_, o, value_dim_, o);
   });
+  clock.Mark(PassStage::kLinearAttention);
   ops::MatMul(core_.data(), n, w.out_proj, nullptr, out, pool_);
+  clock.Mark(PassStage::kOProj);
 }
 
 void GatedDeltaNet::Replay(const GatedDeltaNetWeights& w, int n, GatedDeltaNetState& st) {

@@ -16,6 +16,7 @@
 #include "core/thread_pool.h"
 #include "io/tensor_store.h"
 #include "model/config.h"
+#include "model/pass_profile.h"
 
 namespace dflash {
 
@@ -52,8 +53,10 @@ class GatedDeltaNet {
   int value_heads() const { return nv_; }
 
   // n rows of normed input xn ([n][hidden]) through the layer; writes out_proj's output
-  // ([n][hidden]) to `out` (may alias xn) and logs the rows in `st`.
-  void Forward(const GatedDeltaNetWeights& w, const float* xn, int n, GatedDeltaNetState& st, float* out);
+  // ([n][hidden]) to `out` (may alias xn) and logs the rows in `st`. The clock charges the
+  // in-projections to kQkv, the state work to kLinearAttention and out_proj to kOProj.
+  void Forward(const GatedDeltaNetWeights& w, const float* xn, int n, GatedDeltaNetState& st, float* out,
+               StageClock& clock);
   // The state after the first n logged rows: what Forward of those rows alone writes.
   void Replay(const GatedDeltaNetWeights& w, int n, GatedDeltaNetState& st);
 

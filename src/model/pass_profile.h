@@ -8,10 +8,12 @@
 namespace dflash {
 
 // kExperts: a sparse layer's whole MoE block (router, top-k, every chosen expert's matrices).
-enum class PassStage { kQkv, kAttention, kOProj, kGateUp, kDown, kExperts, kLmHead, kOther, kCount };
+// kLinearAttention: a Gated DeltaNet layer's work between its projections (gates, conv,
+// delta rule, gated norm): the state cost, which does not grow with the context.
+enum class PassStage { kQkv, kAttention, kLinearAttention, kOProj, kGateUp, kDown, kExperts, kLmHead, kOther, kCount };
 
 inline const char* PassStageName(PassStage s) {
-  static constexpr const char* kNames[] = {"qkv", "attention", "o_proj", "gate_up", "down", "experts", "lm_head", "other"};
+  static constexpr const char* kNames[] = {"qkv", "attention", "linear_attn", "o_proj", "gate_up", "down", "experts", "lm_head", "other"};
   return kNames[static_cast<int>(s)];
 }
 

@@ -301,8 +301,7 @@ void Qwen35Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
     clock.Mark(PassStage::kOther);
     if (cfg_.layer_linear[l]) {
       GatedDeltaNetState st = LinearSlot(s, w.slot);
-      deltanet_.Forward(w.linear, xn_.data(), n, st, xn_.data());
-      clock.Mark(PassStage::kAttention);
+      deltanet_.Forward(w.linear, xn_.data(), n, st, xn_.data(), clock);
     } else {
       Attention(w, n, clock);
     }
