@@ -163,6 +163,33 @@ def seeds():
     write("corpus", "request", "chat-kwargs.json",
           json.dumps({"messages": [{"role": "user", "content": "hi"}],
                       "chat_template_kwargs": {"enable_thinking": False}}))
+    # Anthropic's messages (POST /v1/messages) and OpenAI's responses (POST /v1/responses).
+    write("corpus", "request", "anthropic-text.json",
+          json.dumps({"model": "m", "max_tokens": 16, "system": "be brief",
+                      "messages": [{"role": "user", "content": "hi"}]}))
+    write("corpus", "request", "anthropic-tool_roundtrip.json", json.dumps({
+        "model": "m", "max_tokens": 32, "stop_sequences": ["x"], "thinking": {"type": "enabled", "budget_tokens": 8},
+        "system": [{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}],
+        "tools": [{"name": "f", "description": "d", "input_schema": {"type": "object"}}],
+        "tool_choice": {"type": "tool", "name": "f"},
+        "messages": [
+            {"role": "user", "content": "call f"},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm", "signature": "s"},
+                                              {"type": "tool_use", "id": "t1", "name": "f", "input": {"x": 1}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "42"},
+                                         {"type": "text", "text": "thanks"}]}]}))
+    write("corpus", "request", "responses-text.json",
+          json.dumps({"model": "m", "input": "hello", "instructions": "be brief", "max_output_tokens": 8}))
+    write("corpus", "request", "responses-tool_roundtrip.json", json.dumps({
+        "model": "m", "reasoning": {"effort": "low"},
+        "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
+        "tool_choice": "auto",
+        "input": [
+            {"role": "developer", "content": "dev"},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "a"}]},
+            {"type": "reasoning", "id": "rs_1", "summary": [], "content": [{"type": "reasoning_text", "text": "t"}]},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{\"x\": 1}"},
+            {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "one"}]}]}))
 
 
 def repros():

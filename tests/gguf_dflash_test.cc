@@ -20,6 +20,7 @@
 #include "spec/sampler.h"
 #include "text/gguf_vocab.h"
 #include "text/tokenizer.h"
+#include "testing/goldens.h"
 
 namespace dflash {
 namespace {
@@ -29,21 +30,9 @@ namespace fs = std::filesystem;
 const fs::path kTests = fs::path(DFLASH_SOURCE_DIR) / "tests";
 const fs::path kGguf = kTests / "goldens" / "gguf";
 
-const Tensor& Get(const TensorStore& s, const std::string& name) {
-  const Tensor* t = s.Find(name);
-  if (!t) throw Error("golden tensor '" + name + "' missing");
-  return *t;
-}
+using testing::Golden;
 
-std::vector<float> F32(const TensorStore& s, const std::string& name) {
-  const auto* p = reinterpret_cast<const float*>(Get(s, name).data);
-  return std::vector<float>(p, p + Get(s, name).numel());
-}
-
-std::vector<int32_t> I32(const TensorStore& s, const std::string& name) {
-  const auto* p = reinterpret_cast<const int32_t*>(Get(s, name).data);
-  return std::vector<int32_t>(p, p + Get(s, name).numel());
-}
+Golden ReadGolden(const std::string& name) { return Golden(testing::kGoldensDir / (name + ".safetensors")); }
 
 Engine PairEngine(const std::string& draft_file, int prefill_chunk) {
   EngineOptions eo;
@@ -59,40 +48,21 @@ Engine PairEngine(const std::string& draft_file, int prefill_chunk) {
 // draft, to golden_test's tolerance, and z-lab's greedy speculative output token for token
 // (which is also plain greedy's: checked here too).
 void ExpectZlabGoldens(const std::string& draft_file, const std::string& golden_name) {
-  TensorStore golden(golden_name + " golden");
-  AddSafetensorsFile((kTests / "goldens" / (golden_name + ".safetensors")).string(), golden);
+  SCOPED_TRACE(draft_file);
+  const Golden golden = ReadGolden(golden_name);
   Engine engine = PairEngine(draft_file, 64);
-  const std::vector<int32_t> ctx = I32(golden, "block.context");
-  const std::vector<float> ref = F32(golden, "block.logits");
-  const int n = static_cast<int>(ctx.size());
-  const int B = engine.draft_config()->block_size;
-  const size_t V = engine.target_config().decoder.vocab_size;
-  ASSERT_EQ(ref.size(), (B - 1) * V);
-  engine.target().Truncate(0);
-  engine.target().Forward(ctx, /*all_logits=*/false);
-  const int32_t anchor = Sampler::Argmax(engine.target().Logits(0), V);
-  ASSERT_EQ(anchor, I32(golden, "block.anchor")[0]);
-  DFlashDraft& draft = *static_cast<DFlashDraft*>(engine.drafter());
-  draft.TruncateContext(0);
-  draft.AppendContext(engine.target().Features(0), n, 0);
-  draft.Propose(anchor, n, B, B - 1);
-  float worst = 0;
-  for (int j = 0; j < B - 1; ++j)
-    for (size_t v = 0; v < V; ++v) worst = std::max(worst, std::fabs(draft.Logits(j)[v] - ref[j * V + v]));
-  EXPECT_LT(worst, 2e-4f) << draft_file;
+  testing::ExpectDraftBlockLogitsMatch(engine, golden, 2e-4f);
 
-  TensorStore target_golden("qwen3-tiny golden");
-  AddSafetensorsFile((kTests / "goldens" / "qwen3-tiny.safetensors").string(), target_golden);
-  const std::vector<int32_t> prompt = I32(target_golden, "prompt1.ids");
+  const std::vector<int32_t> prompt = ReadGolden("qwen3-tiny").I32("prompt1.ids");
   GenerateOptions go;
-  go.max_new_tokens = static_cast<int>(I32(golden, "spec.output").size());
+  go.max_new_tokens = static_cast<int>(golden.I32("spec.output").size());
   go.ignore_stop = true;
-  go.block_size = B;
+  go.block_size = engine.draft_config()->block_size;
   go.policy = SpecPolicy::kAlways;
   Engine spec = PairEngine(draft_file, 5);
-  EXPECT_EQ(spec.Generate(prompt, go).tokens, I32(golden, "spec.output")) << draft_file;
+  EXPECT_EQ(spec.Generate(prompt, go).tokens, golden.I32("spec.output")) << draft_file;
   go.block_size = 1;
-  EXPECT_EQ(spec.Generate(prompt, go).tokens, I32(golden, "spec.output")) << draft_file << ": plain greedy";
+  EXPECT_EQ(spec.Generate(prompt, go).tokens, golden.I32("spec.output")) << draft_file << ": plain greedy";
 }
 
 TEST(GgufDraft, DflashArchitectureMatchesZlabGoldens) {

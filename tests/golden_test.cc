@@ -11,29 +11,22 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "core/thread_pool.h"
-#include "draft/dflash_draft.h"
 #include "io/json_file.h"
-#include "io/safetensors.h"
 #include "model/qwen3.h"
 #include "spec/engine.h"
-#include "spec/sampler.h"
 #include "ops/ops.h"
+#include "testing/goldens.h"
 #include "testing/kernel_scopes.h"
 
 namespace dflash {
 namespace {
 
-namespace fs = std::filesystem;
-
-const fs::path kRoot = fs::path(DFLASH_SOURCE_DIR) / "tests";
 constexpr float kTolerance = 2e-4f;
 // An f16 KV cache rounds every key and value to 11 significant bits (relative error up to
 // 2^-11 = 4.9e-4 each); through the fixtures' layers that moves logits and hidden states by up
@@ -46,58 +39,19 @@ constexpr float kF16Tolerance = 5e-3f;
 constexpr float kBF16Tolerance = 8 * kF16Tolerance, kBF16DotTolerance = 2 * kBF16Tolerance;
 
 const Json& Manifest() {
-  static const Json m = ReadJsonFile((kRoot / "goldens" / "manifest.json").string());
+  static const Json m = ReadJsonFile((testing::kGoldensDir / "manifest.json").string());
   return m;
 }
 
-// A golden file's tensors as f32 / i32 vectors.
-class Golden {
- public:
-  explicit Golden(const std::string& file) : store_(file) {
-    AddSafetensorsFile((kRoot / "goldens" / file).string(), store_);
-  }
-  std::vector<float> F32(const std::string& name) const { return Values<float>(name, DType::kF32); }
-  std::vector<int32_t> I32(const std::string& name) const { return Values<int32_t>(name, DType::kI32); }
-  const Tensor& Get(const std::string& name) const {
-    const Tensor* t = store_.Find(name);
-    if (!t) throw Error("golden tensor '" + name + "' missing");
-    return *t;
-  }
+using testing::Golden;
+using testing::Keys;
+using testing::ParamName;
 
- private:
-  template <class T>
-  std::vector<T> Values(const std::string& name, DType want) const {
-    const Tensor& t = Get(name);
-    if (t.dtype != want) throw Error("golden tensor '" + name + "' has dtype " + std::string(DTypeName(t.dtype)));
-    const auto* p = reinterpret_cast<const T*>(t.data);
-    return std::vector<T>(p, p + t.numel());
-  }
-
-  TensorStore store_;
-};
-
-float MaxAbsDiff(const float* a, const float* b, size_t n) {
-  float m = 0;
-  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
-}
-
-std::vector<std::string> Keys(const Json& obj) {
-  std::vector<std::string> k;
-  for (auto it = obj.begin(); it != obj.end(); ++it) k.push_back(it.key());
-  return k;
-}
-
-// "qwen3-tiny" -> "qwen3_tiny": gtest names allow only alphanumerics and '_'.
-std::string ParamName(const ::testing::TestParamInfo<std::string>& info) {
-  std::string s = info.param;
-  for (char& c : s) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return s;
-}
+Golden ReadGolden(const Json& file) { return Golden(testing::kGoldensDir / file.get<std::string>()); }
 
 void CheckLogitsAndHiddenStates(const std::string& name, DType kv) {
-  const std::string dir = (kRoot / "fixtures" / name).string();
-  const Golden golden(Manifest()["targets"][name]["golden"].get<std::string>());
+  const std::string dir = (testing::kFixturesDir / name).string();
+  const Golden golden = ReadGolden(Manifest()["targets"][name]["golden"]);
   const TargetConfig cfg = LoadTargetConfig(dir);
   const TensorStore store = LoadSafetensorsDir(dir);
   const DecoderConfig& d = cfg.decoder;
@@ -111,26 +65,12 @@ void CheckLogitsAndHiddenStates(const std::string& name, DType kv) {
   const Json& prompts = Manifest()["prompts"];
   for (size_t p = 0; p < prompts.size(); ++p) {
     const std::string key = "prompt" + std::to_string(p);
-    const std::vector<int32_t> ids = golden.I32(key + ".ids");
-    const std::vector<float> logits = golden.F32(key + ".logits");  // [T][V]
-    const std::vector<float> hidden = golden.F32(key + ".hidden");  // [L+1][T][H]
-    const size_t T = ids.size(), V = d.vocab_size, H = d.hidden_size;
-    model.Truncate(0);
-    model.Forward(ids, /*all_logits=*/true);
-    float worst_logit = 0, worst_hidden = 0;
-    for (size_t t = 0; t < T; ++t) {
-      worst_logit = std::max(worst_logit, MaxAbsDiff(model.Logits(t), &logits[t * V], V));
-      for (int l = 0; l < d.num_layers; ++l) {
-        // hidden_states[l + 1] is layer l's output (the final-normed one for the last layer).
-        const float* ref = &hidden[((l + 1) * T + t) * H];
-        worst_hidden = std::max(worst_hidden, MaxAbsDiff(model.Features(t) + l * H, ref, H));
-      }
-    }
+    const testing::PromptDiff worst = testing::PrefillDiff(model, golden, key);
     const float tolerance = kv == DType::kF32   ? kTolerance
                             : kv == DType::kF16 ? kF16Tolerance
                                                 : (ops::Bf16DotActive() ? kBF16DotTolerance : kBF16Tolerance);
-    EXPECT_LT(worst_logit, tolerance) << name << " " << key << " logits, KV " << DTypeName(kv);
-    EXPECT_LT(worst_hidden, tolerance) << name << " " << key << " hidden states, KV " << DTypeName(kv);
+    EXPECT_LT(worst.logits, tolerance) << name << " " << key << " logits, KV " << DTypeName(kv);
+    EXPECT_LT(worst.hidden, tolerance) << name << " " << key << " hidden states, KV " << DTypeName(kv);
   }
 }
 
@@ -153,9 +93,9 @@ TEST_P(TargetGolden, LogitsAndHiddenStatesMatchTransformers) {
 
 TEST_P(TargetGolden, GreedyContinuationMatchesTransformersGenerate) {
   const std::string name = GetParam();
-  const Golden golden(Manifest()["targets"][name]["golden"].get<std::string>());
+  const Golden golden = ReadGolden(Manifest()["targets"][name]["golden"]);
   EngineOptions eo;
-  eo.target_dir = (kRoot / "fixtures" / name).string();
+  eo.target_dir = (testing::kFixturesDir / name).string();
   eo.context = 128;
   eo.kv_type = DType::kF32;  // the goldens are f32 transformers runs
   eo.prefill_chunk = 3;  // several chunks, so chunked prefill is part of what is compared
@@ -176,38 +116,20 @@ class DraftGolden : public ::testing::TestWithParam<std::string> {
   Engine MakeEngine(int prefill_chunk) const {
     const Json& spec = Manifest()["drafts"][GetParam()];
     EngineOptions eo;
-    eo.target_dir = (kRoot / "fixtures" / spec["target"].get<std::string>()).string();
-    eo.draft_dir = (kRoot / "fixtures" / GetParam()).string();
+    eo.target_dir = (testing::kFixturesDir / spec["target"].get<std::string>()).string();
+    eo.draft_dir = (testing::kFixturesDir / GetParam()).string();
     eo.context = 128;
     eo.kv_type = DType::kF32;  // the goldens are f32 transformers runs
     eo.prefill_chunk = prefill_chunk;
     return Engine(eo);
   }
-  Golden golden() const { return Golden(Manifest()["drafts"][GetParam()]["golden"].get<std::string>()); }
+  Golden golden() const { return ReadGolden(Manifest()["drafts"][GetParam()]["golden"]); }
 };
 
 // One block [anchor, MASK x (B-1)] after a 40-token context: z-lab's draft forward and ours.
 TEST_P(DraftGolden, BlockLogitsMatchZlab) {
   Engine engine = MakeEngine(64);
-  const Golden g = golden();
-  const std::vector<int32_t> ctx = g.I32("block.context");
-  const std::vector<float> ref = g.F32("block.logits");  // [B-1][V]
-  const int n = static_cast<int>(ctx.size());
-  const int B = engine.draft_config()->block_size;
-  const size_t V = engine.target_config().decoder.vocab_size;
-  ASSERT_EQ(ref.size(), (B - 1) * V);
-
-  engine.target().Truncate(0);
-  engine.target().Forward(ctx, /*all_logits=*/false);
-  const int32_t anchor = Sampler::Argmax(engine.target().Logits(0), V);
-  ASSERT_EQ(anchor, g.I32("block.anchor")[0]);
-  DFlashDraft& draft = *static_cast<DFlashDraft*>(engine.drafter());
-  draft.TruncateContext(0);
-  draft.AppendContext(engine.target().Features(0), n, 0);
-  draft.Propose(anchor, n, B, B - 1);
-  float worst = 0;
-  for (int j = 0; j < B - 1; ++j) worst = std::max(worst, MaxAbsDiff(draft.Logits(j), &ref[j * V], V));
-  EXPECT_LT(worst, kTolerance) << GetParam();
+  testing::ExpectDraftBlockLogitsMatch(engine, golden(), kTolerance);
 }
 
 // z-lab's dflash_generate, greedy: the same tokens, and the same tokens per cycle. Its last
@@ -216,9 +138,8 @@ TEST_P(DraftGolden, BlockLogitsMatchZlab) {
 TEST_P(DraftGolden, GreedySpeculativeOutputMatchesZlab) {
   Engine engine = MakeEngine(5);
   const Golden g = golden();
-  const Golden target_golden(
-      Manifest()["targets"][Manifest()["drafts"][GetParam()]["target"].get<std::string>()]["golden"]
-          .get<std::string>());
+  const Golden target_golden =
+      ReadGolden(Manifest()["targets"][Manifest()["drafts"][GetParam()]["target"].get<std::string>()]["golden"]);
   GenerateOptions go;
   go.max_new_tokens = Manifest()["spec_new"].get<int>();
   go.ignore_stop = true;

@@ -37,6 +37,7 @@
 #include "spec/engine.h"
 #include "spec/generate.h"
 #include "testing/cycling_drafter.h"
+#include "testing/goldens.h"
 #include "testing/random_model.h"
 
 namespace dflash {
@@ -44,8 +45,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kFixtures = fs::path(DFLASH_SOURCE_DIR) / "tests" / "fixtures";
-const fs::path kGoldens = fs::path(DFLASH_SOURCE_DIR) / "tests" / "goldens" / "moe";
+const fs::path kFixtures = testing::kFixturesDir;
+const fs::path kGoldens = testing::kGoldensDir / "moe";
 constexpr float kTolerance = 2e-4f;
 
 const Json& Manifest() {
@@ -53,11 +54,8 @@ const Json& Manifest() {
   return m;
 }
 
-float MaxAbsDiff(const float* a, const float* b, size_t n) {
-  float m = 0;
-  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
-}
+using testing::Golden;
+using testing::MaxAbsDiff;
 
 // ---------------------------------------------------------------------------------------------
 // The grouped kernel.
@@ -183,39 +181,12 @@ TEST(MoeRouting, SoftmaxTopKLowerIdFirstOnTiesRenormalisedWhenAsked) {
 // ---------------------------------------------------------------------------------------------
 // Against transformers.
 
-class Golden {
- public:
-  explicit Golden(const std::string& file) : store_(file) { AddSafetensorsFile((kGoldens / file).string(), store_); }
-  std::vector<float> F32(const std::string& name) const { return Values<float>(name, DType::kF32); }
-  std::vector<int32_t> I32(const std::string& name) const { return Values<int32_t>(name, DType::kI32); }
-
- private:
-  template <class T>
-  std::vector<T> Values(const std::string& name, DType want) const {
-    const Tensor* t = store_.Find(name);
-    if (!t || t->dtype != want) throw Error("golden tensor '" + name + "' missing or of another dtype");
-    const auto* p = reinterpret_cast<const T*>(t->data);
-    return std::vector<T>(p, p + t->numel());
-  }
-  TensorStore store_;
-};
-
-std::vector<std::string> TargetNames() {
-  std::vector<std::string> names;
-  for (auto it = Manifest()["targets"].begin(); it != Manifest()["targets"].end(); ++it) names.push_back(it.key());
-  return names;
-}
-
-std::string ParamName(const ::testing::TestParamInfo<std::string>& info) {
-  std::string s = info.param;
-  for (char& c : s) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return s;
-}
+Golden ReadGolden(const Json& file) { return Golden(kGoldens / file.get<std::string>()); }
 
 class MoeGolden : public ::testing::TestWithParam<std::string> {
  protected:
   std::string dir() const { return (kFixtures / GetParam()).string(); }
-  Golden golden() const { return Golden(Manifest()["targets"][GetParam()]["golden"].get<std::string>()); }
+  Golden golden() const { return ReadGolden(Manifest()["targets"][GetParam()]["golden"]); }
 };
 
 // Each sparse layer's block on transformers' own input: the same experts, in the same order,
@@ -264,17 +235,9 @@ TEST_P(MoeGolden, LogitsAndHiddenStatesMatchTransformers) {
   float worst_logit = 0, worst_hidden = 0;
   for (size_t p = 0; p < Manifest()["prompts"].size(); ++p) {
     const std::string key = "prompt" + std::to_string(p);
-    const std::vector<int32_t> ids = g.I32(key + ".ids");
-    const std::vector<float> logits = g.F32(key + ".logits"), hidden = g.F32(key + ".hidden");
-    const size_t T = ids.size(), V = d.vocab_size, H = d.hidden_size;
-    model.Truncate(0);
-    model.Forward(ids, /*all_logits=*/true);
-    for (size_t t = 0; t < T; ++t) {
-      worst_logit = std::max(worst_logit, MaxAbsDiff(model.Logits(t), &logits[t * V], V));
-      for (int l = 0; l < d.num_layers; ++l) {
-        worst_hidden = std::max(worst_hidden, MaxAbsDiff(model.Features(t) + l * H, &hidden[((l + 1) * T + t) * H], H));
-      }
-    }
+    const testing::PromptDiff diff = testing::PrefillDiff(model, g, key);
+    worst_logit = std::max(worst_logit, diff.logits);
+    worst_hidden = std::max(worst_hidden, diff.hidden);
   }
   std::printf("%s: logits differ by at most %.2e, hidden states by %.2e\n", GetParam().c_str(), worst_logit, worst_hidden);
   EXPECT_LT(worst_logit, kTolerance);
@@ -296,7 +259,7 @@ TEST_P(MoeGolden, GreedyContinuationMatchesTransformersGenerate) {
   EXPECT_EQ(engine.Generate(g.I32("prompt1.ids"), go).tokens, g.I32("greedy"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, MoeGolden, ::testing::ValuesIn(TargetNames()), ParamName);
+INSTANTIATE_TEST_SUITE_P(Fixtures, MoeGolden, ::testing::ValuesIn(testing::Keys(Manifest()["targets"])), testing::ParamName);
 
 // ---------------------------------------------------------------------------------------------
 // The model around the block.
@@ -366,8 +329,8 @@ TEST(MoeSpec, RealDraftMatchesZlabAndPlainGreedy) {
   go.ignore_stop = true;
   go.block_size = spec["block_size"].get<int>();
   go.policy = SpecPolicy::kAlways;
-  const Golden draft_golden(spec["golden"].get<std::string>());
-  const Golden target_golden(Manifest()["targets"][target]["golden"].get<std::string>());
+  const Golden draft_golden = ReadGolden(spec["golden"]);
+  const Golden target_golden = ReadGolden(Manifest()["targets"][target]["golden"]);
   const GenerateResult r = engine.Generate(target_golden.I32("prompt1.ids"), go);
   EXPECT_EQ(r.tokens, draft_golden.I32("spec.output"));
   const std::vector<int32_t> plain = target_golden.I32("greedy");

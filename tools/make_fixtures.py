@@ -94,6 +94,14 @@ def perturb_norms(model, gen):
                 p.copy_(0.1 * torch.randn(p.shape, generator=gen))
 
 
+def save_target(model, path, eos_token_id, **save_kwargs):
+    """save_pretrained into a fresh `path`, with a greedy generation_config.json beside it."""
+    shutil.rmtree(path, ignore_errors=True)
+    model.save_pretrained(path, **save_kwargs)
+    with open(os.path.join(path, "generation_config.json"), "w") as f:
+        json.dump({"eos_token_id": [eos_token_id], "do_sample": False}, f, indent=2)
+
+
 def make_target(name, spec, out, gen):
     cfg = dict(BASE, **spec["cfg"])
     cfg.setdefault("rope_parameters", {"rope_type": "default", "rope_theta": 10000.0})
@@ -101,10 +109,7 @@ def make_target(name, spec, out, gen):
     perturb_norms(model, gen)
     model = model.to(spec["dtype"])
     path = os.path.join(out, name)
-    shutil.rmtree(path, ignore_errors=True)
-    model.save_pretrained(path, max_shard_size=spec.get("shard", "50GB"))
-    with open(os.path.join(path, "generation_config.json"), "w") as f:
-        json.dump({"eos_token_id": [BASE["eos_token_id"]], "do_sample": False}, f, indent=2)
+    save_target(model, path, BASE["eos_token_id"], max_shard_size=spec.get("shard", "50GB"))
     if "legacy_copy" in spec:
         write_legacy_rope_copy(path, os.path.join(out, spec["legacy_copy"]))
     # The reference runs in float32 on the stored (possibly rounded) weights, as we do.
@@ -125,19 +130,29 @@ def write_legacy_rope_copy(src, dst):
         json.dump(cfg, f, indent=2)
 
 
+def record_prompt(g, i, ids, out):
+    """Prompt i's ids, logits and every hidden state (the embeddings first) from one forward."""
+    g[f"prompt{i}.ids"] = ids[0].to(torch.int32)
+    g[f"prompt{i}.logits"] = out.logits[0].float()
+    g[f"prompt{i}.hidden"] = torch.stack([h[0] for h in out.hidden_states]).float()
+
+
+@torch.no_grad()
+def greedy_continuation(model):
+    """transformers' greedy continuation of prompt 1: GREEDY_NEW tokens, no stop token."""
+    prompt = torch.tensor([PROMPTS[1]])
+    gen = model.generate(prompt, max_new_tokens=GREEDY_NEW, min_new_tokens=GREEDY_NEW,
+                         do_sample=False, eos_token_id=None, pad_token_id=0)
+    return gen[0, prompt.shape[1]:].to(torch.int32)
+
+
 @torch.no_grad()
 def target_goldens(model):
     g = {}
     for i, prompt in enumerate(PROMPTS):
         ids = torch.tensor([prompt])
-        out = model(ids, output_hidden_states=True)
-        g[f"prompt{i}.ids"] = ids[0].to(torch.int32)
-        g[f"prompt{i}.logits"] = out.logits[0].float()
-        g[f"prompt{i}.hidden"] = torch.stack([h[0] for h in out.hidden_states]).float()
-    prompt = torch.tensor([PROMPTS[1]])
-    gen = model.generate(prompt, max_new_tokens=GREEDY_NEW, min_new_tokens=GREEDY_NEW,
-                         do_sample=False, eos_token_id=None, pad_token_id=0)
-    g["greedy"] = gen[0, prompt.shape[1]:].to(torch.int32)
+        record_prompt(g, i, ids, model(ids, output_hidden_states=True))
+    g["greedy"] = greedy_continuation(model)
     return g
 
 
@@ -165,8 +180,8 @@ def make_draft(name, spec, target_cfg, out):
 
 
 @torch.no_grad()
-def draft_goldens(draft, target):
-    """Block logits for one context, then z-lab's greedy speculative decoding end to end."""
+def block_goldens(draft, target):
+    """Draft block logits for one context: [anchor, MASK x (B-1)] after prompt 2."""
     g = {}
     ctx = torch.tensor([PROMPTS[2]])
     out = target(ctx, output_hidden_states=True)
@@ -181,7 +196,13 @@ def draft_goldens(draft, target):
     g["block.context"] = ctx[0].to(torch.int32)
     g["block.anchor"] = torch.tensor([anchor], dtype=torch.int32)
     g["block.logits"] = draft.compute_logits(hidden[0, 1:], zlab._output_head(target)).float()
+    return g
 
+
+@torch.no_grad()
+def draft_goldens(draft, target):
+    """Block logits, then z-lab's greedy speculative decoding end to end."""
+    g = block_goldens(draft, target)
     # z-lab times cycles with torch.cuda.synchronize; on the CPU a plain clock does.
     zlab._cuda_time = time.perf_counter
     prompt = torch.tensor([PROMPTS[1]])
@@ -192,37 +213,65 @@ def draft_goldens(draft, target):
     return g
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_args(doc, goldens):
+    """--out (fixtures) and --goldens (default `goldens`), both created; seeds torch's global RNG."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="tests/fixtures")
-    ap.add_argument("--goldens", default="tests/goldens")
+    ap.add_argument("--goldens", default=goldens)
     args = ap.parse_args()
     torch.manual_seed(0)
     os.makedirs(args.out, exist_ok=True)
     os.makedirs(args.goldens, exist_ok=True)
-    manifest = {"prompts": PROMPTS, "greedy_new": GREEDY_NEW, "spec_new": SPEC_NEW,
-                "targets": {}, "drafts": {}}
-    targets = {}
-    for name, spec in TARGETS.items():
+    return args
+
+
+def new_manifest():
+    return {"prompts": PROMPTS, "greedy_new": GREEDY_NEW, "spec_new": SPEC_NEW, "targets": {},
+            "drafts": {}}
+
+
+def target_entry(name, spec):
+    return {"golden": f"{name}.safetensors", "dtype": str(spec["dtype"]).removeprefix("torch.")}
+
+
+def save_drafts(drafts, targets, args, manifest, goldens=draft_goldens):
+    """Makes each draft for its (already made) target and saves `goldens(draft, target)`."""
+    for name, spec in drafts.items():
+        target = targets[spec["target"]]
+        draft = make_draft(name, spec, target.config, args.out)
+        save_file(goldens(draft, target), os.path.join(args.goldens, f"{name}.safetensors"))
+        manifest["drafts"][name] = {"golden": f"{name}.safetensors", "target": spec["target"],
+                                    "block_size": draft.block_size}
+        print(f"draft {name}: saved (target {spec['target']}, block {draft.block_size})", flush=True)
+
+
+def write_manifest(manifest, path):
+    with open(path, "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+
+
+def save_targets(targets, make_target, target_goldens, args, manifest):
+    """Makes each target (seeded by its name's length) and saves its goldens; returns the models."""
+    models = {}
+    for name, spec in targets.items():
         model = make_target(name, spec, args.out, torch.Generator().manual_seed(len(name)))
-        targets[name] = model
+        models[name] = model
         save_file(target_goldens(model), os.path.join(args.goldens, f"{name}.safetensors"))
-        manifest["targets"][name] = {"golden": f"{name}.safetensors",
-                                     "dtype": str(spec["dtype"]).removeprefix("torch.")}
+        manifest["targets"][name] = target_entry(name, spec)
         if "legacy_copy" in spec:
             manifest["targets"][spec["legacy_copy"]] = {"golden": f"{name}.safetensors",
                                                         "dtype": "float32"}
         print(f"target {name}: saved", flush=True)
-    for name, spec in DRAFTS.items():
-        target = targets[spec["target"]]
-        draft = make_draft(name, spec, target.config, args.out)
-        save_file(draft_goldens(draft, target), os.path.join(args.goldens, f"{name}.safetensors"))
-        manifest["drafts"][name] = {"golden": f"{name}.safetensors", "target": spec["target"],
-                                    "block_size": draft.block_size}
-        print(f"draft {name}: saved (target {spec['target']}, block {draft.block_size})", flush=True)
-    with open(os.path.join(args.goldens, "manifest.json"), "w") as f:
-        json.dump(manifest, f, indent=1)
-        f.write("\n")
+    return models
+
+
+def main():
+    args = parse_args(__doc__, "tests/goldens")
+    manifest = new_manifest()
+    targets = save_targets(TARGETS, make_target, target_goldens, args, manifest)
+    save_drafts(DRAFTS, targets, args, manifest)
+    write_manifest(manifest, os.path.join(args.goldens, "manifest.json"))
 
 
 if __name__ == "__main__":

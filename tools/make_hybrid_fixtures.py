@@ -23,17 +23,14 @@ gated norm's plain weights are randomised so that a w-versus-(1 + w) or sign bug
 
 Run with the reference venv:  .venv-ref/bin/python tools/make_hybrid_fixtures.py
 """
-import argparse
-import json
 import os
-import shutil
 
 import torch
-from safetensors.torch import save_file
 from transformers import (Qwen3_5Config, Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration,
                           Qwen3_5TextConfig)
 
-from make_fixtures import GREEDY_NEW, MASK_ID, PROMPTS, SPEC_NEW, VOCAB, draft_goldens, make_draft
+from make_fixtures import (MASK_ID, PROMPTS, VOCAB, block_goldens, greedy_continuation, new_manifest, parse_args,
+                           record_prompt, save_drafts, save_target, save_targets, write_manifest)
 
 LIN, FULL = "linear_attention", "full_attention"
 
@@ -106,10 +103,7 @@ def make_target(name, spec, out, gen):
     randomise(model, gen)
     model = model.to(spec["dtype"])
     path = os.path.join(out, name)
-    shutil.rmtree(path, ignore_errors=True)
-    model.save_pretrained(path)
-    with open(os.path.join(path, "generation_config.json"), "w") as f:
-        json.dump({"eos_token_id": [BASE["eos_token_id"]], "do_sample": False}, f, indent=2)
+    save_target(model, path, BASE["eos_token_id"])
     return cls.from_pretrained(path, dtype=torch.float32).eval()
 
 
@@ -119,48 +113,22 @@ def target_goldens(model):
     for i, prompt in enumerate(PROMPTS):
         ids = torch.tensor([prompt])
         out = model(ids, output_hidden_states=True, use_cache=True)
-        g[f"prompt{i}.ids"] = ids[0].to(torch.int32)
-        g[f"prompt{i}.logits"] = out.logits[0].float()
-        g[f"prompt{i}.hidden"] = torch.stack([h[0] for h in out.hidden_states]).float()
+        record_prompt(g, i, ids, out)
     cache = out.past_key_values  # after the last (longest) prompt
     types = model.config.get_text_config().layer_types
     linear = [i for i, t in enumerate(types) if t == LIN]
     g["state.conv"] = torch.stack([cache.layers[i].conv_states[0][0] for i in linear]).float()
     g["state.recurrent"] = torch.stack([cache.layers[i].recurrent_states[0][0] for i in linear]).float()
-    prompt = torch.tensor([PROMPTS[1]])
-    gen = model.generate(prompt, max_new_tokens=GREEDY_NEW, min_new_tokens=GREEDY_NEW,
-                         do_sample=False, eos_token_id=None, pad_token_id=0)
-    g["greedy"] = gen[0, prompt.shape[1]:].to(torch.int32)
+    g["greedy"] = greedy_continuation(model)
     return g
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="tests/fixtures")
-    ap.add_argument("--goldens", default="tests/goldens")
-    args = ap.parse_args()
-    torch.manual_seed(0)
-    manifest = {"prompts": PROMPTS, "greedy_new": GREEDY_NEW, "spec_new": SPEC_NEW,
-                "targets": {}, "drafts": {}}
-    targets = {}
-    for name, spec in TARGETS.items():
-        model = make_target(name, spec, args.out, torch.Generator().manual_seed(len(name)))
-        targets[name] = model
-        save_file(target_goldens(model), os.path.join(args.goldens, f"{name}.safetensors"))
-        manifest["targets"][name] = {"golden": f"{name}.safetensors",
-                                     "dtype": str(spec["dtype"]).removeprefix("torch.")}
-        print(f"target {name}: saved", flush=True)
-    for name, spec in DRAFTS.items():
-        target = targets[spec["target"]]
-        draft = make_draft(name, spec, target.config, args.out)
-        block = {k: v for k, v in draft_goldens(draft, target).items() if k.startswith("block.")}
-        save_file(block, os.path.join(args.goldens, f"{name}.safetensors"))
-        manifest["drafts"][name] = {"golden": f"{name}.safetensors", "target": spec["target"],
-                                    "block_size": draft.block_size}
-        print(f"draft {name}: saved (target {spec['target']}, block {draft.block_size})", flush=True)
-    with open(os.path.join(args.goldens, "hybrid_manifest.json"), "w") as f:
-        json.dump(manifest, f, indent=1)
-        f.write("\n")
+    args = parse_args(__doc__, "tests/goldens")
+    manifest = new_manifest()
+    targets = save_targets(TARGETS, make_target, target_goldens, args, manifest)
+    save_drafts(DRAFTS, targets, args, manifest, goldens=block_goldens)
+    write_manifest(manifest, os.path.join(args.goldens, "hybrid_manifest.json"))
 
 
 if __name__ == "__main__":

@@ -20,16 +20,14 @@ the same library in float32 on the stored weights:
 
 Run with the reference venv:  .venv-ref/bin/python tools/make_moe_fixtures.py
 """
-import argparse
-import json
 import os
-import shutil
 
 import torch
 from safetensors.torch import save_file
 from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
-from make_fixtures import BASE, GREEDY_NEW, MASK_ID, PROMPTS, SPEC_NEW, draft_goldens, make_draft, perturb_norms
+from make_fixtures import (BASE, MASK_ID, PROMPTS, greedy_continuation, new_manifest, parse_args, perturb_norms,
+                           record_prompt, save_drafts, save_target, target_entry, write_manifest)
 
 # Narrower than the dense fixtures (hidden 32, not 64) so that the experts stay small; every
 # width a whole number of 32-element Q8_0 blocks, so load-time quantisation applies to them.
@@ -87,10 +85,7 @@ def make_target(name, spec, out, gen):
     spread_routers(model, gen)
     model = model.to(spec["dtype"])
     path = os.path.join(out, name)
-    shutil.rmtree(path, ignore_errors=True)
-    model.save_pretrained(path, save_original_format=not spec["fused"])
-    with open(os.path.join(path, "generation_config.json"), "w") as f:
-        json.dump({"eos_token_id": [BASE["eos_token_id"]], "do_sample": False}, f, indent=2)
+    save_target(model, path, BASE["eos_token_id"], save_original_format=not spec["fused"])
     return Qwen3MoeForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
 
 
@@ -127,31 +122,19 @@ def target_goldens(model):
         out = model(ids, output_hidden_states=True)
         for h in hooks:
             h.remove()
-        g[f"prompt{i}.ids"] = ids[0].to(torch.int32)
-        g[f"prompt{i}.logits"] = out.logits[0].float()
-        g[f"prompt{i}.hidden"] = torch.stack([h[0] for h in out.hidden_states]).float()
+        record_prompt(g, i, ids, out)
         for key, value in captured.items():
             if key.endswith(".margin"):
                 margin = min(margin, value)
             else:
                 g[f"prompt{i}.{key}"] = value.float() if value.is_floating_point() else value
-    prompt = torch.tensor([PROMPTS[1]])
-    gen = model.generate(prompt, max_new_tokens=GREEDY_NEW, min_new_tokens=GREEDY_NEW,
-                         do_sample=False, eos_token_id=None, pad_token_id=0)
-    g["greedy"] = gen[0, prompt.shape[1]:].to(torch.int32)
+    g["greedy"] = greedy_continuation(model)
     return g, margin
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="tests/fixtures")
-    ap.add_argument("--goldens", default="tests/goldens/moe")
-    args = ap.parse_args()
-    torch.manual_seed(0)
-    os.makedirs(args.out, exist_ok=True)
-    os.makedirs(args.goldens, exist_ok=True)
-    manifest = {"prompts": PROMPTS, "greedy_new": GREEDY_NEW, "spec_new": SPEC_NEW, "targets": {},
-                "drafts": {}}
+    args = parse_args(__doc__, "tests/goldens/moe")
+    manifest = new_manifest()
     models = {}
     for name, spec in TARGETS.items():
         for seed in range(SEEDS):
@@ -163,23 +146,14 @@ def main():
             raise SystemExit(f"{name}: no seed of {SEEDS} gave router margins above {MIN_MARGIN}")
         save_file(goldens, os.path.join(args.goldens, f"{name}.safetensors"))
         models[name] = model
-        manifest["targets"][name] = {"golden": f"{name}.safetensors",
-                                     "dtype": str(spec["dtype"]).removeprefix("torch."),
-                                     "layout": "fused" if spec["fused"] else "per-expert",
-                                     "sparse_layers": sparse_layers(model),
-                                     "seed": seed, "min_router_margin": margin}
+        manifest["targets"][name] = dict(target_entry(name, spec),
+                                         layout="fused" if spec["fused"] else "per-expert",
+                                         sparse_layers=sparse_layers(model), seed=seed,
+                                         min_router_margin=margin)
         print(f"target {name}: saved ({manifest['targets'][name]['layout']}, "
               f"sparse layers {sparse_layers(model)}, router margin {margin:.2e})", flush=True)
-    for name, spec in DRAFTS.items():
-        target = models[spec["target"]]
-        draft = make_draft(name, spec, target.config, args.out)
-        save_file(draft_goldens(draft, target), os.path.join(args.goldens, f"{name}.safetensors"))
-        manifest["drafts"][name] = {"golden": f"{name}.safetensors", "target": spec["target"],
-                                    "block_size": draft.block_size}
-        print(f"draft {name}: saved (target {spec['target']})", flush=True)
-    with open(os.path.join(args.goldens, "manifest.json"), "w") as f:
-        json.dump(manifest, f, indent=1)
-        f.write("\n")
+    save_drafts(DRAFTS, models, args, manifest)
+    write_manifest(manifest, os.path.join(args.goldens, "manifest.json"))
 
 
 if __name__ == "__main__":
