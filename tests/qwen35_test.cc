@@ -31,59 +31,25 @@
 #include "spec/drafter.h"
 #include "spec/engine.h"
 #include "spec/sampler.h"
+#include "testing/goldens.h"
 
 namespace dflash {
 namespace {
 
-namespace fs = std::filesystem;
-
-const fs::path kRoot = fs::path(DFLASH_SOURCE_DIR) / "tests";
 constexpr float kTolerance = 2e-4f;
 
 const Json& Manifest() {
-  static const Json m = ReadJsonFile((kRoot / "goldens" / "hybrid_manifest.json").string());
+  static const Json m = ReadJsonFile((testing::kGoldensDir / "hybrid_manifest.json").string());
   return m;
 }
 
-std::string Fixture(const std::string& name) { return (kRoot / "fixtures" / name).string(); }
+std::string Fixture(const std::string& name) { return (testing::kFixturesDir / name).string(); }
 
-// A golden file's tensors.
-class Golden {
- public:
-  explicit Golden(const std::string& name) : store_(name) {
-    AddSafetensorsFile((kRoot / "goldens" / (name + ".safetensors")).string(), store_);
-  }
-  std::vector<float> F32(const std::string& name) const { return Values<float>(name); }
-  std::vector<int32_t> I32(const std::string& name) const { return Values<int32_t>(name); }
+using testing::Golden;
+using testing::MaxAbsDiff;
+using testing::ParamName;
 
- private:
-  template <class T>
-  std::vector<T> Values(const std::string& name) const {
-    const Tensor* t = store_.Find(name);
-    if (!t) throw Error("golden tensor '" + name + "' missing");
-    const auto* p = reinterpret_cast<const T*>(t->data);
-    return std::vector<T>(p, p + t->numel());
-  }
-  TensorStore store_;
-};
-
-float MaxAbsDiff(const float* a, const float* b, size_t n) {
-  float m = 0;
-  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
-}
-
-std::vector<std::string> Targets() {
-  std::vector<std::string> k;
-  for (auto it = Manifest()["targets"].begin(); it != Manifest()["targets"].end(); ++it) k.push_back(it.key());
-  return k;
-}
-
-std::string ParamName(const ::testing::TestParamInfo<std::string>& info) {
-  std::string s = info.param;
-  for (char& c : s) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return s;
-}
+Golden ReadGolden(const std::string& name) { return Golden(testing::kGoldensDir / (name + ".safetensors")); }
 
 Engine MakeEngine(const std::string& target, int prefill_chunk, const std::string& draft = "") {
   EngineOptions eo;
@@ -124,7 +90,7 @@ class HybridGolden : public ::testing::TestWithParam<std::string> {};
 // output is final-normed, as hidden_states[L]).
 TEST_P(HybridGolden, LogitsAndHiddenStatesMatchTransformers) {
   const std::string name = GetParam();
-  const Golden g(name);
+  const Golden g = ReadGolden(name);
   const LoadedModel<TargetConfig> loaded = LoadTarget(Fixture(name));
   const DecoderConfig& d = loaded.config.decoder;
   TargetOptions opt;
@@ -135,20 +101,9 @@ TEST_P(HybridGolden, LogitsAndHiddenStatesMatchTransformers) {
   const Json& prompts = Manifest()["prompts"];
   for (size_t p = 0; p < prompts.size(); ++p) {
     const std::string key = "prompt" + std::to_string(p);
-    const std::vector<int32_t> ids = g.I32(key + ".ids");
-    const std::vector<float> logits = g.F32(key + ".logits"), hidden = g.F32(key + ".hidden");
-    const size_t T = ids.size(), V = d.vocab_size, H = d.hidden_size;
-    model.Truncate(0);
-    model.Forward(ids, /*all_logits=*/true);
-    float worst_logit = 0, worst_hidden = 0;
-    for (size_t t = 0; t < T; ++t) {
-      worst_logit = std::max(worst_logit, MaxAbsDiff(model.Logits(t), &logits[t * V], V));
-      for (int l = 0; l < d.num_layers; ++l) {
-        worst_hidden = std::max(worst_hidden, MaxAbsDiff(model.Features(t) + l * H, &hidden[((l + 1) * T + t) * H], H));
-      }
-    }
-    EXPECT_LT(worst_logit, kTolerance) << name << " " << key;
-    EXPECT_LT(worst_hidden, kTolerance) << name << " " << key;
+    const testing::PromptDiff worst = testing::PrefillDiff(model, g, key);
+    EXPECT_LT(worst.logits, kTolerance) << name << " " << key;
+    EXPECT_LT(worst.hidden, kTolerance) << name << " " << key;
   }
 }
 
@@ -157,7 +112,7 @@ TEST_P(HybridGolden, LogitsAndHiddenStatesMatchTransformers) {
 // ([value head][key dim][value dim]) after the last prompt, prefilled in chunks of 3.
 TEST_P(HybridGolden, StateAfterPromptMatchesTransformers) {
   const std::string name = GetParam();
-  const Golden g(name);
+  const Golden g = ReadGolden(name);
   Engine engine = MakeEngine(name, 3);
   const TargetConfig& cfg = engine.target_config();
   const int K = cfg.linear.conv_kernel;
@@ -187,7 +142,7 @@ TEST_P(HybridGolden, StateAfterPromptMatchesTransformers) {
 
 TEST_P(HybridGolden, GreedyContinuationMatchesTransformersGenerate) {
   const std::string name = GetParam();
-  const Golden g(name);
+  const Golden g = ReadGolden(name);
   Engine engine = MakeEngine(name, 3);
   GenerateOptions go;
   go.max_new_tokens = Manifest()["greedy_new"].get<int>();
@@ -196,7 +151,7 @@ TEST_P(HybridGolden, GreedyContinuationMatchesTransformersGenerate) {
   EXPECT_EQ(engine.Generate(g.I32("prompt1.ids"), go).tokens, g.I32("greedy")) << name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, HybridGolden, ::testing::ValuesIn(Targets()), ParamName);
+INSTANTIATE_TEST_SUITE_P(Fixtures, HybridGolden, ::testing::ValuesIn(testing::Keys(Manifest()["targets"])), ParamName);
 
 // The reference: plain decoding one token per Forward, and the state after every position.
 struct PlainRun {
@@ -259,7 +214,7 @@ class RightThenWrongDrafter final : public Drafter {
 TEST(HybridRollback, EveryBlockSizeAndAcceptanceLengthLeavesPlainDecodingsState) {
   Engine engine = MakeEngine("qwen35-tiny", 5);
   Qwen35Model& m = Hybrid(engine.target());
-  const std::vector<int32_t> prompt = Golden("qwen35-tiny").I32("prompt1.ids");
+  const std::vector<int32_t> prompt = ReadGolden("qwen35-tiny").I32("prompt1.ids");
   constexpr int kNew = 30;
   m.Truncate(0);
   const PlainRun ref = DecodePlainly(m, prompt, kNew);
@@ -289,7 +244,7 @@ TEST(HybridRollback, EveryBlockSizeAndAcceptanceLengthLeavesPlainDecodingsState)
 // cold run's.
 TEST(HybridPrefixReuse, ResumesFromThePromptCheckpointWithColdRunOutput) {
   Engine engine = MakeEngine("qwen35-tiny", 4);
-  const std::vector<int32_t> first = Golden("qwen35-tiny").I32("prompt2.ids");
+  const std::vector<int32_t> first = ReadGolden("qwen35-tiny").I32("prompt2.ids");
   GenerateOptions go;
   go.max_new_tokens = 12;
   go.ignore_stop = true;
@@ -335,7 +290,7 @@ TEST(HybridPrefixReuse, SlotPoolPicksTheRestorablePrefix) {
     Sequence seq = engine.NewSequence();
     return engine.Continue(seq, prompt, go).tokens;
   };
-  const std::vector<int32_t> first = Golden("qwen35-tiny").I32("prompt1.ids");
+  const std::vector<int32_t> first = ReadGolden("qwen35-tiny").I32("prompt1.ids");
   const GenerateResult r1 = serve(first);
   std::vector<int32_t> extend = first;
   extend.insert(extend.end(), r1.tokens.begin(), r1.tokens.end());
@@ -355,29 +310,13 @@ TEST(HybridPrefixReuse, SlotPoolPicksTheRestorablePrefix) {
 // The tiny DFlash draft made by z-lab's package for a hybrid target: its block logits.
 TEST(HybridDraft, BlockLogitsMatchZlab) {
   Engine engine = MakeEngine("qwen35-tiny", 64, "dflash-qwen35");
-  const Golden g("dflash-qwen35");
-  const std::vector<int32_t> ctx = g.I32("block.context");
-  const std::vector<float> ref = g.F32("block.logits");
-  const int n = static_cast<int>(ctx.size()), B = engine.draft_config()->block_size;
-  const size_t V = engine.target_config().decoder.vocab_size;
-  ASSERT_EQ(ref.size(), (B - 1) * V);
-  engine.target().Truncate(0);
-  engine.target().Forward(ctx, false);
-  const int32_t anchor = Sampler::Argmax(engine.target().Logits(0), V);
-  ASSERT_EQ(anchor, g.I32("block.anchor")[0]);
-  DFlashDraft& draft = *static_cast<DFlashDraft*>(engine.drafter());
-  draft.TruncateContext(0);
-  draft.AppendContext(engine.target().Features(0), n, 0);
-  draft.Propose(anchor, n, B, B - 1);
-  float worst = 0;
-  for (int j = 0; j < B - 1; ++j) worst = std::max(worst, MaxAbsDiff(draft.Logits(j), &ref[j * V], V));
-  EXPECT_LT(worst, kTolerance);
+  testing::ExpectDraftBlockLogitsMatch(engine, ReadGolden("dflash-qwen35"), kTolerance);
 }
 
 // With the real draft: DFlash greedy equals plain greedy (transformers' generate).
 TEST(HybridDraft, DflashGreedyEqualsPlainGreedy) {
   Engine engine = MakeEngine("qwen35-tiny", 5, "dflash-qwen35");
-  const Golden g("qwen35-tiny");
+  const Golden g = ReadGolden("qwen35-tiny");
   GenerateOptions go;
   go.max_new_tokens = Manifest()["greedy_new"].get<int>();
   go.ignore_stop = true;
@@ -410,7 +349,7 @@ TEST(HybridVerifyCost, ProfileSeparatesTheLinearAttentionStateCost) {
 // A norm read as w instead of (1 + w) moves the logits far beyond the tolerance: the goldens
 // would catch it (the fixtures' (1 + w) weights are randomised away from their init of 0).
 TEST(HybridGoldenSensitivity, NormWeightBugIsCaught) {
-  const Golden g("qwen35-tiny");
+  const Golden g = ReadGolden("qwen35-tiny");
   LoadedModel<TargetConfig> loaded = LoadTarget(Fixture("qwen35-tiny"));
   // Make the final norm's stored w into (1 + w) - 1 + 0.3: a 0.3 shift, like a missing +1 would
   // be a 1.0 shift.
