@@ -130,6 +130,9 @@ TEST(VerifyCost, PassMacsCountMatricesAndEachRowsKeys) {
   EXPECT_EQ(m.matmul, 2 * (2 * layer + 10 * 8));
   // Rows attend to 6 and 7 keys; the windowed layer to 3 each.
   EXPECT_EQ(m.attention, 2.0 * 4 * 2 * ((6 + 7) + (3 + 3)));
+  // A hybrid's linear-attention layer attends to no keys.
+  c.layer_linear = {true, false};
+  EXPECT_EQ(CountPassMacs(c, 5, 2).attention, 2.0 * 4 * 2 * (3 + 3));
 }
 
 // The compute probe reports positive rates, int8 only where the SIMD target has dot products.

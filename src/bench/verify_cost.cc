@@ -31,6 +31,8 @@ PassMacs CountPassMacs(const DecoderConfig& c, int context, int rows) {
   PassMacs m;
   m.matmul = rows * (c.num_layers * layer + static_cast<double>(c.vocab_size) * H);
   for (int l = 0; l < c.num_layers; ++l) {
+    // A hybrid's linear-attention layers read no KV (their state work is the linear_attn stage).
+    if (!c.layer_linear.empty() && c.layer_linear[l]) continue;
     const int window = c.layer_window.empty() ? 0 : c.layer_window[l];
     for (int r = 0; r < rows; ++r) {
       const int keys = context + r + 1;
