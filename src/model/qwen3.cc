@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "model/pass_ends.h"
 #include "ops/ops.h"
 
 namespace dflash {
@@ -128,12 +129,8 @@ void Qwen3Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
     Fail("context full: ", kv_->filled + n, " positions needed, KV cache holds ", options_.kv_capacity);
   }
   StageClock clock(profile_);
-  for (int r = 0; r < n; ++r) {
-    if (tokens[r] < 0 || tokens[r] >= cfg_.vocab_size) {
-      Fail("token id ", tokens[r], " is outside the vocabulary (", cfg_.vocab_size, ")");
-    }
-    ops::DequantizeRow(embed_, tokens[r], x_.data() + r * H);
-  }
+  EmbedTokens(embed_, tokens, cfg_.vocab_size, H, x_.data());
+  const FeatureCapture capture{options_.capture_layers, H, features_.data()};
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   // The row-local work between the matrix products (norms, RoPE, KV stores, residual adds,
   // SwiGLU) runs over the pool by rows: serial, it took 1.5 ms of a 16-row pass at 512 context
@@ -159,21 +156,12 @@ void Qwen3Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
     } else {
       // The residual add, then the next layer's input norm.
       pool_.ParallelFor(n, [&](int64_t r) { residual_norm(r, layers_[l + 1].input_norm); });
-      Capture(l, x_.data(), n);
+      capture.Copy(l, x_.data(), n);
     }
   }
   kv_->filled += n;
-  // The final norm runs on every row when the last layer is captured: HF's hidden_states[L],
-  // which z-lab's drafts read for layer L-1, is the normed output.
-  const bool capture_last = std::find(options_.capture_layers.begin(), options_.capture_layers.end(),
-                                      cfg_.num_layers - 1) != options_.capture_layers.end();
-  const int first = all_logits ? 0 : n - 1;
-  const int normed = capture_last ? 0 : first;
-  ops::RmsNorm(x_.data() + normed * H, n - normed, H, final_norm_.data(), eps, xn_.data());
-  if (capture_last) Capture(cfg_.num_layers - 1, xn_.data(), n);
-  clock.Mark(PassStage::kOther);
-  ops::MatMul(xn_.data() + (first - normed) * H, n - first, lm_head_, nullptr, logits_.data(), pool_);
-  clock.Mark(PassStage::kLmHead);
+  FinishPass(x_.data(), xn_.data(), n, all_logits, final_norm_, eps, cfg_.num_layers, capture, lm_head_, logits_.data(),
+             pool_, clock);
 }
 
 void Qwen3Model::Mlp(const DecoderLayerWeights& w, int n, StageClock& clock) {
@@ -208,17 +196,6 @@ int64_t Qwen3Model::DecodeBytes(int ctx) const {
     total += kv_layout_.ReadBytes(keys);
   }
   return total;
-}
-
-void Qwen3Model::Capture(int layer, const float* rows, int n) {
-  const int64_t H = cfg_.hidden_size;
-  for (size_t f = 0; f < options_.capture_layers.size(); ++f) {
-    if (options_.capture_layers[f] != layer) continue;
-    for (int r = 0; r < n; ++r) {
-      std::memcpy(features_.data() + static_cast<size_t>(r) * feature_width_ + f * H,
-                  rows + r * H, H * sizeof(float));
-    }
-  }
 }
 
 }  // namespace dflash

@@ -45,8 +45,6 @@ class Qwen3Model final : public TargetModel {
   void Attention(int layer, int n, StageClock& clock);
   // xn_ = the layer's MLP (dense or routed experts) applied to xn_'s n rows.
   void Mlp(const DecoderLayerWeights& w, int n, StageClock& clock);
-  // Copies n rows of `layer`'s output into every feature slot that captures it.
-  void Capture(int layer, const float* rows, int n);
 
   DecoderConfig cfg_;
   TargetOptions options_;

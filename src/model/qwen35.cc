@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/pass_ends.h"
 #include "ops/ops.h"
 
 namespace dflash {
@@ -276,12 +277,8 @@ void Qwen35Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
     Fail("context full: ", s.kv.filled + n, " positions needed, KV cache holds ", options_.kv_capacity);
   }
   StageClock clock(profile_);
-  for (int r = 0; r < n; ++r) {
-    if (tokens[r] < 0 || tokens[r] >= cfg_.vocab_size) {
-      Fail("token id ", tokens[r], " is outside the vocabulary (", cfg_.vocab_size, ")");
-    }
-    ops::DequantizeRow(embed_, tokens[r], x_.data() + r * H);
-  }
+  EmbedTokens(embed_, tokens, cfg_.vocab_size, H, x_.data());
+  const FeatureCapture capture{options_.capture_layers, H, features_.data()};
   // The new state goes to the other copy; this one stays as the start of a replay.
   s.current = 1 - s.current;
   s.forward_start = s.kv.filled;
@@ -318,20 +315,12 @@ void Qwen35Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
       pool_.ParallelFor(n, [&](int64_t r) { ops::AddInPlace(x_.data() + r * H, xn_.data() + r * H, H); });
     } else {
       pool_.ParallelFor(n, [&](int64_t r) { residual_norm(r, layers_[l + 1].input_norm); });
-      Capture(l, x_.data(), n);
+      capture.Copy(l, x_.data(), n);
     }
   }
   s.kv.filled += n;
-  // As Qwen3Model: hidden_states[L] (the draft's capture of layer L-1) is the normed output.
-  const bool capture_last = std::find(options_.capture_layers.begin(), options_.capture_layers.end(),
-                                      cfg_.num_layers - 1) != options_.capture_layers.end();
-  const int first = all_logits ? 0 : n - 1;
-  const int normed = capture_last ? 0 : first;
-  ops::RmsNorm(x_.data() + normed * H, n - normed, H, final_norm_.data(), eps, xn_.data());
-  if (capture_last) Capture(cfg_.num_layers - 1, xn_.data(), n);
-  clock.Mark(PassStage::kOther);
-  ops::MatMul(xn_.data() + (first - normed) * H, n - first, lm_head_, nullptr, logits_.data(), pool_);
-  clock.Mark(PassStage::kLmHead);
+  FinishPass(x_.data(), xn_.data(), n, all_logits, final_norm_, eps, cfg_.num_layers, capture, lm_head_, logits_.data(),
+             pool_, clock);
 }
 
 int64_t Qwen35Model::DecodeBytes(int ctx) const {
@@ -353,16 +342,6 @@ int64_t Qwen35Model::DecodeBytes(int ctx) const {
     }
   }
   return total;
-}
-
-void Qwen35Model::Capture(int layer, const float* rows, int n) {
-  const int64_t H = cfg_.hidden_size;
-  for (size_t f = 0; f < options_.capture_layers.size(); ++f) {
-    if (options_.capture_layers[f] != layer) continue;
-    for (int r = 0; r < n; ++r) {
-      std::memcpy(features_.data() + static_cast<size_t>(r) * feature_width_ + f * H, rows + r * H, H * sizeof(float));
-    }
-  }
 }
 
 }  // namespace dflash

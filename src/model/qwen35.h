@@ -81,7 +81,6 @@ class Qwen35Model final : public TargetModel {
 
   void Attention(const Layer& w, int n, StageClock& clock);
   GatedDeltaNetState LinearSlot(HybridState& s, int slot) const;
-  void Capture(int layer, const float* rows, int n);
 
   DecoderConfig cfg_;
   TargetOptions options_;
