@@ -1,4 +1,6 @@
 // dflash serve: the OpenAI- and Anthropic-compatible server (src/serve/server.h) over one model pair.
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <pthread.h>
@@ -103,12 +105,19 @@ int Serve(int argc, char** argv) {
   std::fprintf(stderr, "dflash serve: listening on http://%s:%d\n", so.host.c_str(), port);
   std::fflush(stderr);
 
+  std::atomic<bool> listen_returned{false};
   std::thread stopper([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
-    server.Stop();
+    // A signal that arrives before Listen has started would be lost to a single Stop (the HTTP
+    // server ignores a stop while it is not running, then listens forever): repeat until it returns.
+    while (!listen_returned) {
+      server.Stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   });
   server.Listen();
+  listen_returned = true;
   // Listen returned on its own (not by a signal): wake the stopper so it can be joined.
   pthread_kill(stopper.native_handle(), SIGTERM);
   stopper.join();
