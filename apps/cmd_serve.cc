@@ -24,7 +24,7 @@ int Serve(int argc, char** argv) {
   ModelFlags mf;
   serve::ServerOptions so;
   std::string tokenizer_dir, template_file;
-  double max_body_mib = 8, cache_ram_mib = 0;
+  double max_body_mib = 8, cache_ram_mib = 0, cache_disk_mib = 4096;
   bool scripted = false;
   Args args("serve", "Serve the model over HTTP: OpenAI chat, completions and Responses, Anthropic Messages,\n"
                      "models, metrics.\n"
@@ -40,6 +40,10 @@ int Serve(int argc, char** argv) {
   args.Option("--diagnostics", &so.diagnostics_dir, "DIR", "write DIR/requests.jsonl (one line per request) and DIR/summary.json");
   args.Option("--cache-ram", &cache_ram_mib, "MIB",
               "RAM for saved sequences beyond the slots (prefix cache, LRU; whole sequences of --ctx each)");
+  args.Option("--cache-dir", &so.cache_dir, "DIR",
+              "prefix cache on disk: sequences saved when the RAM cache drops them and at shutdown, "
+              "reused after a restart and by other servers of the same model and settings on DIR");
+  args.Option("--cache-disk", &cache_disk_mib, "MIB", "bound on --cache-dir's size (least recently used files go first)");
   args.Option("--timeout", &so.timeout_s, "SEC", "per-request limit on queueing plus generation (then finish_reason 'length')");
   args.Option("--max-body", &max_body_mib, "MIB", "largest request body accepted (chunked and compressed ones too)");
   args.Option("--max-connections", &so.max_connections, "N", "connections served at once; more are answered 503");
@@ -54,6 +58,8 @@ int Serve(int argc, char** argv) {
   if (so.timeout_s <= 0) Fail("--timeout must be positive, got ", so.timeout_s);
   if (max_body_mib <= 0) Fail("--max-body must be positive, got ", max_body_mib);
   if (cache_ram_mib < 0) Fail("--cache-ram must be >= 0, got ", cache_ram_mib);
+  if (cache_disk_mib <= 0) Fail("--cache-disk must be positive, got ", cache_disk_mib);
+  so.cache_disk_bytes = static_cast<uint64_t>(cache_disk_mib * 1024 * 1024);
   so.max_body_bytes = static_cast<size_t>(max_body_mib * 1024 * 1024);
   so.allow_scripted_output = scripted;
   if (args.Given("--seed")) so.seed = mf.seed;
@@ -87,6 +93,11 @@ int Serve(int argc, char** argv) {
   // Without -n a request may fill its context, as OpenAI's servers allow.
   if (!args.Given("--n-predict")) gen.max_new_tokens = engine.options().context;
 
+  // A bounded draft context drops rows it cannot rebuild: such sequences are never reused.
+  if (!so.cache_dir.empty() && engine.has_draft() && engine.options().draft_window > 0) {
+    Fail("--cache-dir needs an unbounded draft context: --draft-window ", engine.options().draft_window,
+         " sequences cannot be reused");
+  }
   const size_t per_slot = engine.cache_bytes();
   so.saved_sequences = static_cast<int>(cache_ram_mib * 1024 * 1024 / static_cast<double>(per_slot));
   if (cache_ram_mib > 0 && so.saved_sequences == 0) {
@@ -102,6 +113,9 @@ int Serve(int argc, char** argv) {
                mf.model.c_str(), engine.has_draft() ? " + draft " : "", engine.has_draft() ? mf.draft.c_str() : "",
                gen.block_size > 1 ? "dflash" : "plain decoding", so.parallel, engine.options().context, MiB(per_slot),
                so.parallel, so.saved_sequences, MiB(per_slot * (so.parallel + so.saved_sequences)));
+  if (!so.cache_dir.empty()) {
+    std::fprintf(stderr, "dflash serve: disk cache %s, at most %.0f MiB\n", so.cache_dir.c_str(), cache_disk_mib);
+  }
   std::fprintf(stderr, "dflash serve: listening on http://%s:%d\n", so.host.c_str(), port);
   std::fflush(stderr);
 

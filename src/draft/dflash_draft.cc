@@ -77,7 +77,33 @@ DraftContext DFlashDraft::NewContext() const {
   c.k.assign(n, 0);
   c.v.assign(n, 0);
   c.pos.assign(cache_rows_, 0);
+  const DecoderConfig& d = cfg_.decoder;
+  c.shape = {options_.kv_type, d.num_layers * d.num_kv_heads, d.head_dim, RowBytes(options_.kv_type, head_rows_ * d.head_dim)};
   return c;
+}
+
+void DraftContext::Save(const ByteSink& out) const {
+  shape.SaveShape(out);
+  const int32_t n = length;
+  out(&n, sizeof(n));
+  out(pos.data(), static_cast<size_t>(length) * sizeof(int32_t));
+  shape.Save(k.data(), length, out);
+  shape.Save(v.data(), length, out);
+}
+
+void DraftContext::Load(const ByteSource& in) {
+  length = 0;  // empty until every byte is in
+  shape.CheckSaved(in, "draft context");
+  int32_t n = 0;
+  in(&n, sizeof(n));
+  if (n < 0 || n > static_cast<int32_t>(pos.size())) Fail("draft context: saved ", n, " rows, capacity ", pos.size());
+  in(pos.data(), static_cast<size_t>(n) * sizeof(int32_t));
+  for (int32_t r = 0; r < n; ++r) {
+    if (pos[r] < 0 || (r > 0 && pos[r] <= pos[r - 1])) Fail("draft context: saved row ", r, " at position ", pos[r], " is out of order");
+  }
+  shape.Load(k.data(), n, in);
+  shape.Load(v.data(), n, in);
+  length = n;
 }
 
 void DFlashDraft::Bind(DraftContext* context) {

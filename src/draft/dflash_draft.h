@@ -12,6 +12,7 @@
 #include "io/tensor_store.h"
 #include "model/config.h"
 #include "model/decoder_layer.h"
+#include "model/kv_cache.h"
 #include "model/rope.h"
 #include "model/target.h"
 #include "ops/ops.h"
@@ -44,7 +45,12 @@ struct DraftContext {
   std::vector<uint8_t> k, v;
   std::vector<int32_t> pos;
   int length = 0;
+  TiledHeads shape;  // of k and of v
   size_t bytes() const { return k.size() + v.size() + pos.size() * sizeof(int32_t); }
+  // Its `length` rows to a stream, and back into a context of the same draft and options (as
+  // TargetState::Save / Load: sizes checked before use; empty after an Error).
+  void Save(const ByteSink& out) const;
+  void Load(const ByteSource& in);
 };
 
 class DFlashDraft final : public Drafter {

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "core/error.h"
+
 namespace dflash {
 
 KvLayout::KvLayout(int layers, int kv_heads, int head_dim, int capacity, DType type)
@@ -19,6 +21,7 @@ KvCache KvLayout::NewCache() const {
   const size_t n = static_cast<size_t>(layers_) * LayerBytes();
   KvCache c;
   c.type = type_;
+  c.shape = {type_, layers_ * kv_heads_, head_dim_, RowBytes(type_, HeadPositions() * head_dim_)};
   c.k.assign(n, 0);
   c.v.assign(n, 0);
   return c;
@@ -68,6 +71,59 @@ void KvLayout::FillSynthetic(KvCache& c, int length) const {
     }
   }
   c.filled = length;
+}
+
+int TiledHeads::Capacity() const {
+  return static_cast<int>(stride / RowBytes(type, head_dim) / ops::kKvTile * ops::kKvTile);
+}
+
+size_t TiledHeads::UsedBytes(int positions) const {
+  const int64_t tiles = (static_cast<int64_t>(positions) + ops::kKvTile - 1) / ops::kKvTile;
+  return RowBytes(type, tiles * ops::kKvTile * head_dim);
+}
+
+void TiledHeads::Save(const uint8_t* buffer, int positions, const ByteSink& out) const {
+  const size_t used = UsedBytes(positions);
+  for (int h = 0; h < heads; ++h) out(buffer + h * stride, used);
+}
+
+void TiledHeads::Load(uint8_t* buffer, int positions, const ByteSource& in) const {
+  if (positions < 0 || positions > Capacity()) Fail("saved state of ", positions, " positions, capacity ", Capacity());
+  const size_t used = UsedBytes(positions);
+  for (int h = 0; h < heads; ++h) in(buffer + h * stride, used);
+}
+
+void TiledHeads::SaveShape(const ByteSink& out) const {
+  const int32_t fields[] = {static_cast<int32_t>(type), heads, head_dim};
+  out(fields, sizeof(fields));
+}
+
+void TiledHeads::CheckSaved(const ByteSource& in, const char* what) const {
+  int32_t fields[3];
+  in(fields, sizeof(fields));
+  const int32_t mine[] = {static_cast<int32_t>(type), heads, head_dim};
+  const char* names[] = {"element type", "heads", "head_dim"};
+  for (int i = 0; i < 3; ++i) {
+    if (fields[i] != mine[i]) Fail(what, ": saved ", names[i], " ", fields[i], ", this model's ", mine[i]);
+  }
+}
+
+void KvCache::Save(const ByteSink& out) const {
+  shape.SaveShape(out);
+  const int32_t n = filled;
+  out(&n, sizeof(n));
+  shape.Save(k.data(), filled, out);
+  shape.Save(v.data(), filled, out);
+}
+
+void KvCache::Load(const ByteSource& in) {
+  filled = 0;  // empty until every byte is in
+  shape.CheckSaved(in, "KV cache");
+  int32_t n = 0;
+  in(&n, sizeof(n));
+  shape.Load(k.data(), n, in);
+  shape.Load(v.data(), n, in);
+  filled = n;
 }
 
 int64_t KvLayout::ReadBytes(int64_t keys) const {

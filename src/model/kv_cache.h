@@ -11,6 +11,24 @@
 
 namespace dflash {
 
+// The shape of a head-major tiled K or V buffer (ops::KvView's layout): `heads` heads (every
+// layer's, back to back) of `stride` bytes. Positions [0, n) of a head are its first
+// UsedBytes(n) bytes in either layout (keys by whole tiles), so a buffer's used length is
+// `heads` contiguous runs: what a saved sequence writes.
+struct TiledHeads {
+  DType type = DType::kF32;
+  int heads = 0, head_dim = 0;
+  size_t stride = 0;
+  int Capacity() const;  // whole key tiles of positions per head
+  size_t UsedBytes(int positions) const;
+  void Save(const uint8_t* buffer, int positions, const ByteSink& out) const;
+  void Load(uint8_t* buffer, int positions, const ByteSource& in) const;
+  // Writes this shape; CheckSaved reads one and throws Error naming the field (in `what`) that
+  // differs from this one.
+  void SaveShape(const ByteSink& out) const;
+  void CheckSaved(const ByteSource& in, const char* what) const;
+};
+
 // `type` elements (raw bytes), and how many positions are filled. Head-major, [layer][kv
 // head][positions], so that attention, which works one KV head at a time, streams each head's
 // positions from contiguous memory, in ops::KvView's tiled layout (keys in tiles of
@@ -20,9 +38,12 @@ struct KvCache final : TargetState {
   DType type = DType::kF32;
   ByteBuffer k, v;
   int filled = 0;
+  TiledHeads shape;  // of k and of v
   size_t bytes() const override { return k.size() + v.size(); }
   int length() const override { return filled; }
   int RestorablePrefix(int length) const override { return length; }
+  void Save(const ByteSink& out) const override;
+  void Load(const ByteSource& in) override;
 };
 
 // The shape of the caches of `layers` attention layers.

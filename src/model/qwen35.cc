@@ -33,6 +33,60 @@ int HybridState::RestorablePrefix(int length) const {
   return std::max(0, saved_length <= length ? saved_length : 0);
 }
 
+namespace {
+
+void SaveFloats(const std::vector<float>& v, const ByteSink& out) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  out(&n, sizeof(n));
+  out(v.data(), v.size() * sizeof(float));
+}
+
+void LoadFloats(std::vector<float>& v, const ByteSource& in, const char* what) {
+  int64_t n = 0;
+  in(&n, sizeof(n));
+  if (n != static_cast<int64_t>(v.size())) Fail("hybrid state: saved ", what, " of ", n, " floats, this model's ", v.size());
+  in(v.data(), v.size() * sizeof(float));
+}
+
+}  // namespace
+
+void HybridState::Save(const ByteSink& out) const {
+  kv.Save(out);
+  SaveFloats(conv[current], out);
+  SaveFloats(rec[current], out);
+  const int32_t checkpoint = saved_length;
+  out(&checkpoint, sizeof(checkpoint));
+  if (checkpoint >= 0) {
+    SaveFloats(saved_conv, out);
+    SaveFloats(saved_rec, out);
+  }
+}
+
+void HybridState::Load(const ByteSource& in) {
+  // Empty (zero state, no checkpoint) until every byte is in: the new state goes to the other
+  // copy and becomes current at the end.
+  kv.filled = forward_start = forward_rows = 0;
+  saved_length = -1;
+  std::fill(conv[current].begin(), conv[current].end(), 0.0f);
+  std::fill(rec[current].begin(), rec[current].end(), 0.0f);
+  const int next = 1 - current;
+  kv.Load(in);
+  const int length = kv.filled;
+  kv.filled = 0;
+  LoadFloats(conv[next], in, "conv state");
+  LoadFloats(rec[next], in, "recurrent state");
+  int32_t checkpoint = 0;
+  in(&checkpoint, sizeof(checkpoint));
+  if (checkpoint < -1 || checkpoint > length) Fail("hybrid state: checkpoint at ", checkpoint, " of ", length, " positions");
+  if (checkpoint >= 0) {
+    LoadFloats(saved_conv, in, "checkpoint conv state");
+    LoadFloats(saved_rec, in, "checkpoint recurrent state");
+  }
+  current = next;
+  kv.filled = forward_start = length;
+  saved_length = checkpoint;
+}
+
 Qwen35Model::Qwen35Model(const TargetConfig& config, const TensorStore& store, const TargetOptions& options,
                          ThreadPool& pool)
     : cfg_(config.decoder),

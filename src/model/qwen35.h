@@ -38,6 +38,10 @@ struct HybridState final : TargetState {
   size_t bytes() const override;
   int length() const override { return kv.filled; }
   int RestorablePrefix(int length) const override;
+  // The KV, the state after all positions and the checkpoint: a loaded state restores its
+  // length and its checkpoint (not the rows of a Forward before the save).
+  void Save(const ByteSink& out) const override;
+  void Load(const ByteSource& in) override;
 };
 
 class Qwen35Model final : public TargetModel {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -12,6 +13,11 @@
 #include "model/pass_profile.h"
 
 namespace dflash {
+
+// Byte streams a saved sequence is written to and read from (a prefix cache on disk). A source
+// fills exactly `n` bytes or throws Error (a short file).
+using ByteSink = std::function<void(const void* data, size_t n)>;
+using ByteSource = std::function<void(void* data, size_t n)>;
 
 struct TargetOptions {
   int kv_capacity = 4096;         // positions of KV cache reserved (per sequence)
@@ -37,6 +43,13 @@ class TargetState {
   // The longest prefix of at most `length` positions that Truncate restores exactly: `length`
   // for a KV cache; a recurrent state only restores its checkpoints and rows of its last Forward.
   virtual int RestorablePrefix(int length) const = 0;
+  // The state of its length() positions and what restoring their prefixes needs, and only
+  // that (not the capacity), to a stream; Load reads it back into a state made by the same
+  // model with the same options. Load checks every size it reads against this state's before
+  // using it and throws Error naming the field that does not fit, leaving an empty state
+  // (length 0, as a new one), never a partly loaded one.
+  virtual void Save(const ByteSink& out) const = 0;
+  virtual void Load(const ByteSource& in) = 0;
 };
 
 class TargetModel {

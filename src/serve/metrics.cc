@@ -65,6 +65,7 @@ void Metrics::Record(const GenerationRecord& r) {
   timed_out_ += r.timed_out;
   prompt_tokens_ += s.prompt_tokens;
   cached_tokens_ += s.cached_tokens;
+  if (!r.cache_tier.empty()) cache_hits_[r.cache_tier]++;
   completion_tokens_ += s.completion_tokens;
   cycles_ += s.cycles;
   drafted_ += s.drafted;
@@ -102,6 +103,12 @@ std::string Metrics::Render(int slots, int slots_busy, int queued) const {
   Counter(out, "dflash_generations_timed_out_total", "Generations stopped by the request timeout.", static_cast<double>(timed_out_));
   Counter(out, "dflash_prompt_tokens_total", "Prompt tokens, cached or prefilled.", static_cast<double>(prompt_tokens_));
   Counter(out, "dflash_prompt_cached_tokens_total", "Prompt tokens reused from the prefix cache.", static_cast<double>(cached_tokens_));
+  Header(out, "dflash_cache_hits_total", "counter", "Requests that reused a cached prefix, by the tier it came from.");
+  for (const char* tier : {"ram", "disk"}) {
+    const auto n = cache_hits_.find(tier);
+    Line(out, "dflash_cache_hits_total", n == cache_hits_.end() ? 0.0 : static_cast<double>(n->second),
+         std::string("tier=\"") + tier + "\"");
+  }
   Counter(out, "dflash_completion_tokens_total", "Generated tokens.", static_cast<double>(completion_tokens_));
   Counter(out, "dflash_spec_cycles_total", "DFlash draft + verify cycles.", static_cast<double>(cycles_));
   Counter(out, "dflash_spec_drafted_tokens_total", "Drafted tokens offered to verification.", static_cast<double>(drafted_));

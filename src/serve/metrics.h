@@ -32,6 +32,7 @@ struct GenerationRecord {
   FinishReason finish_reason = FinishReason::kStop;
   bool timed_out = false;
   double wall_s = 0;
+  std::string cache_tier;  // where the reused prefix came from: "ram", "disk", or empty (none)
 };
 
 class Metrics {
@@ -47,6 +48,7 @@ class Metrics {
   std::map<std::string, uint64_t> finishes_;
   uint64_t timed_out_ = 0;
   uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0;
+  std::map<std::string, uint64_t> cache_hits_;  // by tier
   uint64_t cycles_ = 0, drafted_ = 0, accepted_ = 0, plain_steps_ = 0, fallbacks_ = 0;
   std::vector<uint64_t> accepted_at_;  // [j]: cycles whose drafted token j+1 was accepted
   std::vector<uint64_t> offered_at_;   // [j]: cycles that drafted a token at position j+1

@@ -12,6 +12,7 @@
 #include "serve/anthropic_format.h"
 #include "serve/api_error.h"
 #include "serve/diagnostics.h"
+#include "serve/disk_cache.h"
 #include "serve/guarded_http.h"
 #include "serve/json_text.h"
 #include "serve/metrics.h"
@@ -74,6 +75,8 @@ struct Outcome {
   std::string stop_sequence;  // the request's stop sequence that ended it, if one did
   std::string mode;
   int slot = -1;
+  bool from_disk = false;  // the reused prefix was loaded from the disk tier
+  double disk_ms = 0;
   double wall_ms = 0;
   FinishedReply Finished() const { return {parsed, finish_reason, stop_sequence, result.stats, mode}; }
 };
@@ -96,7 +99,9 @@ struct Server::Impl {
   Impl(Engine& e, const text::Tokenizer& t, std::optional<ChatTemplate> tmpl, const GenerateOptions& d,
        const ServerOptions& o)
       : engine(e), tok(t), chat_template(std::move(tmpl)), defaults(d), opt(o), access{o.host, o.api_key},
-        slots(e, o.parallel, o.saved_sequences), http(ConnectionLimits{o.max_connections, o.request_timeout_s}) {
+        disk(o.cache_dir.empty() ? nullptr
+                                 : std::make_unique<DiskCache>(e, o.cache_dir, o.cache_disk_bytes, DiskCacheIdentity(e))),
+        slots(e, o.parallel, o.saved_sequences, disk.get()), http(ConnectionLimits{o.max_connections, o.request_timeout_s}) {
     if (!opt.diagnostics_dir.empty()) {
       diagnostics.emplace(opt.diagnostics_dir, RunConfig());
       std::fprintf(stderr, "dflash serve: diagnostics in %s\n", diagnostics->dir().c_str());
@@ -109,6 +114,7 @@ struct Server::Impl {
   GenerateOptions defaults;
   ServerOptions opt;
   AccessPolicy access;
+  std::unique_ptr<DiskCache> disk;  // before slots, which use it
   SlotPool slots;
   Metrics metrics;
   std::optional<Diagnostics> diagnostics;
@@ -307,6 +313,10 @@ GenerateResult Server::Impl::RunScript(const Job& job, const GenerateHooks& hook
 Outcome Server::Impl::Run(Job& job, Slot* slot, Emitter& out) {
   Outcome o;
   o.slot = slot ? slot->id : -1;
+  if (slot) {
+    o.from_disk = slot->from_disk;
+    o.disk_ms = slot->disk_ms;
+  }
   ReplyStream reply(tok, job.gen.ignore_stop ? std::vector<int32_t>() : job.gen.stop_tokens, job.request.stop,
                     job.format, job.forced_prefix);
   std::optional<FinishReason> ended;  // why the server, not the decoding loop, ended it
@@ -368,6 +378,7 @@ void Server::Impl::Record(const Job& job, const Outcome& o) {
   rec.finish_reason = o.finish_reason;
   rec.timed_out = o.timed_out;
   rec.wall_s = o.wall_ms / 1000.0;
+  rec.cache_tier = o.result.stats.cached_tokens == 0 ? "" : o.from_disk ? "disk" : "ram";
   metrics.Record(rec);
   if (!diagnostics) return;
   OJson d;
@@ -379,6 +390,8 @@ void Server::Impl::Record(const Job& job, const Outcome& o) {
   d["finish_reason"] = FinishReasonName(o.finish_reason);
   d["timed_out"] = o.timed_out;
   d["cache_hit"] = o.result.stats.cached_tokens > 0;
+  d["cache_tier"] = rec.cache_tier.empty() ? OJson() : OJson(rec.cache_tier);
+  if (disk) d["cache_disk_ms"] = o.disk_ms;
   d["ttft_ms"] = o.result.stats.ttft_ms;
   d["wall_ms"] = o.wall_ms;
   d["usage"] = UsageJson(o.result.stats);
@@ -569,7 +582,8 @@ void Server::Impl::Setup() {
     SendJson(res, 200, {{"object", "list"}, {"data", OJson::array({m})}});
   });
   Get("/metrics", "metrics", true, [this](const httplib::Request&, const std::string&, httplib::Response& res) {
-    res.set_content(metrics.Render(slots.size(), slots.busy(), slots.queued()), "text/plain; version=0.0.4");
+    res.set_content(metrics.Render(slots.size(), slots.busy(), slots.queued()) + (disk ? disk->RenderMetrics() : ""),
+                    "text/plain; version=0.0.4");
   });
   // Every API's requests become one ChatRequest, one rendering and one run; only the reply's
   // shapes (ReplyFormat) differ.
@@ -657,7 +671,10 @@ int Server::Bind() {
   return port;
 }
 
-void Server::Listen() { impl_->http.listen_after_bind(); }
+void Server::Listen() {
+  impl_->http.listen_after_bind();
+  impl_->slots.SaveAll();
+}
 
 void Server::Stop() { impl_->http.stop(); }
 

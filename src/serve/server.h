@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <cstdint>
 #include <string>
 
 #include "spec/engine.h"
@@ -27,6 +28,8 @@ struct ServerOptions {
   int port = 8080;                 // 0: any free port
   int parallel = 1;                // slots
   int saved_sequences = 0;         // prefix cache beyond the slots (--cache-ram), see SlotPool
+  std::string cache_dir;           // the prefix cache's disk tier (--cache-dir; empty: none), see DiskCache
+  uint64_t cache_disk_bytes = 0;   // its bound (--cache-disk)
   std::string api_key;             // empty: no authentication
   std::string alias = "dflash";    // the model name /v1/models lists and responses carry
   bool strict_model = false;       // reject requests naming another model
@@ -52,7 +55,7 @@ class Server {
   ~Server();
 
   int Bind();    // returns the port; throws Error when the address cannot be bound
-  void Listen(); // serves until Stop()
+  void Listen(); // serves until Stop(), then writes the cached sequences to the disk tier
   void Stop();
 
  private:

@@ -1,8 +1,10 @@
 #include "serve/slot_pool.h"
 
+#include <chrono>
+
 namespace dflash::serve {
 
-SlotPool::SlotPool(Engine& engine, int slots, int saved) : engine_(engine) {
+SlotPool::SlotPool(Engine& engine, int slots, int saved, DiskCache* disk) : engine_(engine), disk_(disk) {
   if (slots < 1) Fail("--parallel must be at least 1, got ", slots);
   for (int i = 0; i < saved; ++i) {
     saved_.emplace_back();
@@ -79,7 +81,12 @@ std::optional<SlotPool::Lease> SlotPool::Acquire(std::span<const int32_t> prompt
       SwapWithSaved(*s, prompt);
       s->busy = true;
       --queued_;
-      return Lease(this, s);
+      Lease lease(this, s);
+      if (disk_) {
+        l.unlock();  // disk reads and writes hold up no other request
+        UseDisk(*s, prompt);
+      }
+      return lease;
     }
     const auto now = Clock::now();
     if (now >= deadline) break;
@@ -93,6 +100,29 @@ std::optional<SlotPool::Lease> SlotPool::Acquire(std::span<const int32_t> prompt
   }
   --queued_;
   return std::nullopt;
+}
+
+void SlotPool::UseDisk(Slot& slot, std::span<const int32_t> prompt) {
+  const auto start = Clock::now();
+  const int in_ram = engine_.ReusablePrefix(slot.seq, prompt);
+  const DiskCache::Match m = disk_->Find(prompt);
+  const bool load = m.common > in_ram;
+  // The request overwrites the slot's sequence past in_ram (all of it when a file replaces
+  // it): save it first when that loses more than it keeps, as for a new conversation; a
+  // continued one keeps its prefix in RAM and is saved at shutdown.
+  const int lost = static_cast<int>(slot.seq.tokens.size()) - (load ? 0 : in_ram);
+  if (lost > (load ? 0 : in_ram)) disk_->Save(slot.seq);
+  slot.from_disk = load && disk_->Load(m, slot.seq) && engine_.ReusablePrefix(slot.seq, prompt) > 0;
+  slot.disk_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+void SlotPool::SaveAll() {
+  if (!disk_) return;
+  std::lock_guard<std::mutex> l(mu_);
+  for (const auto& s : slots_) {
+    if (!s->busy) disk_->Save(s->seq);
+  }
+  for (const Slot& s : saved_) disk_->Save(s.seq);
 }
 
 int SlotPool::busy() const {

@@ -11,6 +11,11 @@
 // only if that keeps more tokens than the request loses (a new conversation is saved; a
 // regenerated or forked reply keeps its prefix in the slot).
 // Swaps exchange buffers: nothing is copied.
+//
+// A disk tier (DiskCache, --cache-dir) extends it further: once a request has its slot, a saved
+// file sharing a longer prefix than the slot's sequence is loaded into the slot. A slot's
+// sequence is written to disk before a request overwrites most of it (what the RAM tier is
+// about to lose), and every sequence at shutdown (SaveAll).
 #pragma once
 
 #include <chrono>
@@ -23,6 +28,7 @@
 #include <span>
 #include <vector>
 
+#include "serve/disk_cache.h"
 #include "spec/engine.h"
 
 namespace dflash::serve {
@@ -32,14 +38,19 @@ struct Slot {
   Sequence seq;
   bool busy = false;
   uint64_t last_used = 0;
+  // Whether the current request's reused prefix came from the disk tier, and the time the disk
+  // tier took for it (saving the slot's old sequence, loading a file).
+  bool from_disk = false;
+  double disk_ms = 0;
 };
 
 class SlotPool {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `saved`: sequences kept beyond the slots (each the size of one slot's caches).
-  SlotPool(Engine& engine, int slots, int saved = 0);
+  // `saved`: sequences kept beyond the slots (each the size of one slot's caches). `disk`
+  // (nullptr: none) must outlive the pool.
+  SlotPool(Engine& engine, int slots, int saved = 0, DiskCache* disk = nullptr);
 
   // A slot held by one request; released (and returned to the pool) when destroyed.
   class Lease {
@@ -60,6 +71,9 @@ class SlotPool {
   std::optional<Lease> Acquire(std::span<const int32_t> prompt, Clock::time_point deadline,
                                std::chrono::milliseconds tick, const std::function<bool()>& waiting);
 
+  // Writes every idle slot's and saved sequence to the disk tier (at shutdown).
+  void SaveAll();
+
   int size() const { return static_cast<int>(slots_.size()); }
   int saved() const { return static_cast<int>(saved_.size()); }
   int busy() const;
@@ -68,8 +82,10 @@ class SlotPool {
  private:
   Slot* PickIdle(std::span<const int32_t> prompt);  // with mu_ held
   void SwapWithSaved(Slot& slot, std::span<const int32_t> prompt);  // with mu_ held
+  void UseDisk(Slot& slot, std::span<const int32_t> prompt);  // the slot leased, mu_ not held
 
   Engine& engine_;
+  DiskCache* disk_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<Slot> saved_;  // never busy; last_used orders eviction
   mutable std::mutex mu_;
