@@ -138,6 +138,7 @@ void Checksum::Add(const void* data, size_t n) {
       tail_n_ = 0;
     }
   }
+  if (tail_n_ > 0) return;  // the piece ended inside the pending word
   for (; n >= 8; n -= 8, p += 8) {
     uint64_t w;
     std::memcpy(&w, p, 8);
@@ -319,6 +320,14 @@ bool DiskCache::Load(const Match& m, Sequence& seq) {
     seq.tokens = std::move(tokens);
   } catch (const Error& e) {
     Reject(m.file, e.what());
+    // A later field failed after the target state loaded: a stream that ends at once leaves
+    // every state empty (their Load's contract).
+    const ByteSource nothing = [](void*, size_t) { Fail("no bytes"); };
+    try {
+      seq.target->Load(nothing);
+    } catch (const Error&) {
+    }
+    seq.draft.length = 0;
     seq.tokens.clear();
     return false;
   }
