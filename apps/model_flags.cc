@@ -54,7 +54,8 @@ void ModelFlags::Declare(Args& a) {
   a.Flag("--bf16-dot", &bf16_dot, "BF16 weights: round activations to bf16 and use native bf16 dot products (AVX512_BF16; faster, not bit-equal to the exact f32 path)");
   a.Option("--kv-type", &kv_type, "auto|f32|f16|bf16",
            "target KV cache element type (like llama.cpp's --cache-type-k/v). auto: bf16 where attention runs on bf16 "
-           "dot products (AVX512_BF16; on AMD by default, DFLASH_BF16_DOT=0/1 overrides), as a bf16 transformers model "
+           "dot products (on AMD with AVX512_BF16, and on Intel with AMX-BF16 tiles, by default; DFLASH_BF16_DOT=0/1 "
+           "overrides), as a bf16 transformers model "
            "does, else f16; "
            "f32 doubles the cache and is the exact path the transformers goldens check");
   a.Option("--draft-quant", &draft_quant, "auto|none|bf16|q8_0|q4_0|q4_k",

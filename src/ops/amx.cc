@@ -48,4 +48,22 @@ void SetAmxAllowed(bool allowed) { Allowed().store(allowed, std::memory_order_re
 bool AmxAllowed() { return Allowed().load(std::memory_order_relaxed); }
 bool AmxActive() { return AmxAllowed() && AmxSupported(); }
 
+bool AmxBf16Supported() {
+  static const bool supported = [] {
+#if defined(__x86_64__) && defined(__linux__)
+    unsigned eax, ebx, ecx, edx;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+    return ((edx >> 22) & 1) && AmxSupported();
+#else
+    return false;
+#endif
+  }();
+  return supported;
+}
+
+TileConfig& LoadedTileConfig() {
+  thread_local TileConfig loaded = TileConfig::kNone;
+  return loaded;
+}
+
 }  // namespace dflash::ops

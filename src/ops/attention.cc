@@ -42,6 +42,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "hwy/highway.h"
+#include "ops/attention_amx-inl.h"
 #include "ops/attention_bf16-inl.h"
 #include "ops/attention_f32-inl.h"
 #include "ops/attention_layout-inl.h"
@@ -57,6 +58,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "ops/amx.h"
 #include "ops/cpu_features.h"
 #include "ops/ops.h"
 namespace dflash::ops {
@@ -75,14 +77,23 @@ struct Scratch {
   std::vector<RowState> state;        // [pair]
   std::vector<ActivePair> pass;       // the pairs with keys in the current tile
   std::vector<uint16_t> q16, k16_tile, v16_tile;  // the bf16 dot path's
+  // The AMX path's, for one block of 16 pairs: scores, bf16 weights, value sums, rescales.
+  std::vector<float> block_scores, block_sums, block_rescale;
+  std::vector<uint16_t> block_weights;
 
-  void Fit(int64_t pairs, int hd_pad, bool bf16_dot) {
+  // The AMX path reads whole blocks of 16 pairs' queries: q16 is padded to them.
+  void Fit(int64_t pairs, int hd_pad, bool bf16_dot, bool amx) {
     const size_t pair_floats = static_cast<size_t>(pairs) * hd_pad, tile_floats = static_cast<size_t>(kKvTile) * hd_pad;
     if (acc.size() < pair_floats) acc.resize(pair_floats), q.resize(pair_floats);
     if (k_tile.size() < tile_floats) k_tile.resize(tile_floats), v_tile.resize(tile_floats);
     if (state.size() < static_cast<size_t>(pairs)) state.resize(pairs), pass.resize(pairs);
-    if (bf16_dot && q16.size() < pair_floats) q16.resize(pair_floats);
+    const size_t q16_size = amx ? (pairs + 15) / 16 * 16 * static_cast<size_t>(hd_pad) : pair_floats;
+    if (bf16_dot && q16.size() < q16_size) q16.resize(q16_size);
     if (bf16_dot && k16_tile.size() < tile_floats) k16_tile.resize(tile_floats), v16_tile.resize(tile_floats);
+    if (amx && block_sums.size() < 16 * static_cast<size_t>(hd_pad)) {
+      block_scores.resize(16 * kKvTile), block_weights.resize(16 * kKvTile), block_rescale.resize(16);
+      block_sums.resize(16 * static_cast<size_t>(hd_pad));
+    }
   }
 };
 
@@ -92,7 +103,7 @@ struct Task {
   const KvView& kv;
   int hd, hd_pad, group, kvh;
   int64_t m0, m1;
-  bool bf16_dot;
+  bool bf16_dot, amx;
   Scratch& s;
 };
 
@@ -147,6 +158,65 @@ HWY_INLINE void UpdatePairs(const Task& t, int active, float scale, const Score&
   }
 }
 
+#ifdef DFLASH_AMX_ATTENTION
+// A value tile's position pairs (pair_stride bf16 apart) into dst (2 * hd apart, may be src) with
+// the positions outside `keep` (bit j: position j) zeroed: no pair reads them, so they may not
+// be numbers, and a zero weight times NaN is NaN in a tile's sum.
+void MaskValuePairs(const uint16_t* src, int64_t pair_stride, int hd, uint32_t keep, uint16_t* dst) {
+  for (int j = 0; j < kKvTile; ++j) {
+    const bool kept = (keep >> j) & 1;
+    const uint16_t* from = src + j / 2 * pair_stride + j % 2;
+    uint16_t* to = dst + j / 2 * 2 * hd + j % 2;
+    for (int i = 0; i < 2 * hd; i += 2) to[i] = kept ? from[i] : uint16_t{0};
+  }
+}
+
+// The AMX path's tile (attention_amx-inl.h): each block of 16 pairs with an active pair is
+// scored at once, its active pairs' softmax stepped four at a time (as the other paths do),
+// then the block's value sums added to their rescaled accumulators. kt: a paired key tile;
+// vt: its value pairs, pair_stride bf16 apart.
+void UpdateTileAmx(const Task& t, int active, float scale, const uint16_t* kt, const uint16_t* vt,
+                   int64_t pair_stride) {
+  Scratch& sc = t.s;
+  const int hd = t.hd;
+  uint32_t keep = 0;  // the positions any active pair reads
+  for (int a = 0; a < active; ++a) {
+    const ActivePair& p = sc.pass[a];
+    keep |= static_cast<uint32_t>((uint64_t{1} << p.je) - (uint64_t{1} << p.jb));
+  }
+  if (keep != ~uint32_t{0}) {
+    MaskValuePairs(vt, pair_stride, hd, keep, sc.v16_tile.data());
+    vt = sc.v16_tile.data(), pair_stride = 2 * hd;
+  }
+  auto* scores = reinterpret_cast<float(*)[kKvTile]>(sc.block_scores.data());
+  auto* weights = reinterpret_cast<uint16_t(*)[kKvTile]>(sc.block_weights.data());
+  for (int a0 = 0, a1; a0 < active; a0 = a1) {
+    const int block = sc.pass[a0].pair / kAmxPairs, base = block * kAmxPairs;
+    for (a1 = a0; a1 < active && sc.pass[a1].pair / kAmxPairs == block;) ++a1;
+    TileScoresAmx(sc.q16.data() + static_cast<int64_t>(base) * t.hd_pad, t.hd_pad, kt, hd, scores);
+    for (int c0 = a0; c0 < a1; c0 += kScorePairs) {
+      const int count = std::min(kScorePairs, a1 - c0);
+      const ActivePair* pass = sc.pass.data() + c0;
+      alignas(64) float s[kScorePairs][kKvTile];
+      alignas(64) uint16_t p16[kScorePairs][kKvTile];
+      alignas(16) float rescale[4];
+      for (int i = 0; i < count; ++i) std::memcpy(s[i], scores[pass[i].pair - base], sizeof(s[i]));
+      SoftmaxStep(s, count, pass, sc.state.data(), scale, rescale, p16);
+      for (int i = 0; i < count; ++i) {
+        std::memcpy(weights[pass[i].pair - base], p16[i], sizeof(p16[i]));
+        sc.block_rescale[pass[i].pair - base] = rescale[i];
+      }
+    }
+    TileValueSumsAmx(weights, vt, pair_stride, hd, sc.block_sums.data());
+    for (int a = a0; a < a1; ++a) {
+      const int r = sc.pass[a].pair - base;
+      RescaleAdd(sc.acc.data() + static_cast<int64_t>(sc.pass[a].pair) * t.hd_pad, sc.block_rescale[r],
+                 sc.block_sums.data() + static_cast<int64_t>(r) * hd, hd);
+    }
+  }
+}
+#endif
+
 // The key tile from position t0 (`rows` of its positions exist) for the task's `active` pairs.
 // One row reads a tiled key cache in place, and a whole tile of values without padding in place
 // too, widened in registers (the same values, no copy). For several rows the tile is widened
@@ -181,6 +251,9 @@ void AttendTile(const Task& t, int64_t t0, int rows, int active, float scale, co
   // The bf16 dot path (see the top of this file): bf16 pairs of queries, keys, weights and
   // values, read as 32-bit words.
   const auto update_bf16 = [&](const uint16_t* kt, const uint16_t* vt, int64_t pair_stride) {
+#ifdef DFLASH_AMX_ATTENTION
+    if (t.amx) return UpdateTileAmx(t, active, scale, kt, vt, pair_stride);
+#endif
     const auto words = [](const uint16_t* bf16) { return reinterpret_cast<const uint32_t*>(bf16); };
     const auto score = [&]<int H>(const ActivePair* pass, Scores s) {
       const uint32_t* qh[H];
@@ -213,6 +286,12 @@ void AttendTile(const Task& t, int64_t t0, int rows, int active, float scale, co
         const uint16_t* v_pairs = v16 + t0 * hd;
 #ifdef DFLASH_BF16_DOT
         if (t.bf16_dot) {
+#ifdef DFLASH_AMX_ATTENTION
+          if (t.amx) {  // the next tile's keys and values, while this one is attended
+            PrefetchTile(k_pairs + kKvTile * hd, int64_t{kKvTile} * hd * 2);
+            PrefetchTile(v_pairs + kKvTile * hd, int64_t{kKvTile} * hd * 2);
+          }
+#endif
           if (hd == hd_pad) return update_bf16(k_pairs, v_pairs, 2 * hd);
           PadValuePairs(v_pairs, rows, hd, hd_pad, sc.v16_tile.data());
           return update_bf16(k_pairs, sc.v16_tile.data(), 2 * hd_pad);
@@ -283,12 +362,20 @@ void AttentionImpl(const float* q, int64_t M, int64_t q_stride, const AttentionS
 #else
   constexpr bool bf16_dot = false;
 #endif
+#ifdef DFLASH_AMX_ATTENTION
+  const bool amx = bf16_dot && hd % kAmxDims == 0 && AmxBf16Supported();
+#else
+  constexpr bool amx = false;
+#endif
   pool.ParallelFor(shape.n_kv_heads * row_blocks, [&](int64_t task) {
     thread_local Scratch scratch;
     const int64_t m0 = (task % row_blocks) * kQueryRowsPerTask;
     const Task t{kv, hd, hd_pad, group, static_cast<int>(task / row_blocks), m0, std::min(M, m0 + kQueryRowsPerTask),
-                 bf16_dot, scratch};
-    scratch.Fit((t.m1 - t.m0) * group, hd_pad, bf16_dot);
+                 bf16_dot, amx, scratch};
+    scratch.Fit((t.m1 - t.m0) * group, hd_pad, bf16_dot, amx);
+#ifdef DFLASH_AMX_ATTENTION
+    if (amx) ConfigureAttentionTiles();
+#endif
     StartTask(t, q, q_stride);
     int32_t lo = std::numeric_limits<int32_t>::max(), hi = 0;  // the keys any row reads
     for (int64_t m = t.m0; m < t.m1; ++m) {

@@ -16,6 +16,7 @@
 
 #include "core/tensor.h"
 #include "hwy/highway.h"
+#include "ops/amx.h"
 #include "ops/matmul_quant_cpu.h"
 #include "ops/matmul_quant_packed-inl.h"
 #include "ops/matmul_quant_vnni-inl.h"
@@ -35,10 +36,9 @@ HWY_INLINE void MemoryBarrier() { asm volatile("" ::: "memory"); }
 
 // Two tile sets (see TileDot): 3S = A (16 rows x 32 bytes), 3S + 1 = B (8 rows x 64 bytes),
 // 3S + 2 = C (16 x 16 int32). The configuration is per thread; the pool's workers each load it
-// on first use.
+// when the thread's last one was another kernel's (amx.h: LoadedTileConfig).
 void ConfigureTiles() {
-  thread_local bool configured = false;
-  if (configured) return;
+  if (LoadedTileConfig() == TileConfig::kMatMulInt8) return;
   alignas(64) uint8_t cfg[64] = {};
   cfg[0] = 1;  // palette 1
   const uint16_t colsb[3] = {32, 64, 64};
@@ -49,7 +49,7 @@ void ConfigureTiles() {
   }
   MemoryBarrier();  // _tile_loadconfig's asm names only the first 8 bytes as its input
   _tile_loadconfig(cfg);
-  configured = true;
+  LoadedTileConfig() = TileConfig::kMatMulInt8;
 }
 
 // One block of the tile path: its B operand and the 16 columns' scales (and Q4_K's mins), then

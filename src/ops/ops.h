@@ -94,8 +94,8 @@ inline int64_t TiledValueOffset(int64_t p, int64_t i, int64_t head_dim, DType ty
   return p * head_dim + i;
 }
 
-// Whether attention uses bf16 dot products (AVX512_BF16) for bf16 caches: where the CPU has
-// them and they are allowed, by default on AMD (measured faster on Zen 5; Zen 4 untested);
+// Whether attention uses bf16 dot products for bf16 caches: allowed by default on AMD (Zen 5 measured faster) and
+// with AMX-BF16 (tiles compute them where head_dim % 32 == 0: Sapphire Rapids measured faster, bench/README.md);
 // DFLASH_BF16_DOT=0 / =1 or SetBf16DotAllowed override that.
 bool Bf16DotActive();
 bool Bf16DotAllowed();
