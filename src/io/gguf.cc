@@ -4,6 +4,7 @@
 #include <regex>
 
 #include "core/error.h"
+#include "io/gguf_layouts.h"
 #include "ops/quant_blocks.h"
 
 namespace dflash {
@@ -100,8 +101,14 @@ std::string HfTensorName(const std::string& g) {
   if (g == "token_embd.weight") return "model.embed_tokens.weight";
   if (g == "output_norm.weight") return "model.norm.weight";
   if (g == "output.weight") return "lm_head.weight";
-  static const std::regex block(R"(blk\.(\d+)\.([a-z_]+)\.(weight|bias))");
+  // Gated DeltaNet's A (= -exp(A_log), as llama.cpp stores it) and dt bias have no suffix in
+  // HF's names; A keeps llama.cpp's meaning under its own name (linear_attn.A).
+  static const std::regex ssm(R"(blk\.(\d+)\.(ssm_a|ssm_dt\.bias))");
   std::smatch m;
+  if (std::regex_match(g, m, ssm)) {
+    return "model.layers." + m[1].str() + (m[2] == "ssm_a" ? ".linear_attn.A" : ".linear_attn.dt_bias");
+  }
+  static const std::regex block(R"(blk\.(\d+)\.([a-z0-9_]+)\.(weight|bias))");
   if (!std::regex_match(g, m, block)) return "";
   static const std::pair<const char*, const char*> kParts[] = {
       {"attn_norm", "input_layernorm"},      {"attn_q", "self_attn.q_proj"},
@@ -110,7 +117,16 @@ std::string HfTensorName(const std::string& g) {
       {"attn_k_norm", "self_attn.k_norm"},   {"ffn_norm", "post_attention_layernorm"},
       {"post_attention_norm", "post_attention_layernorm"},  // DFlash drafts' name for it
       {"ffn_gate", "mlp.gate_proj"},         {"ffn_up", "mlp.up_proj"},
-      {"ffn_down", "mlp.down_proj"}};
+      {"ffn_down", "mlp.down_proj"},
+      // Qwen3.5's Gated DeltaNet (llama.cpp's qwen35 / qwen35moe names)
+      {"attn_qkv", "linear_attn.in_proj_qkv"}, {"attn_gate", "linear_attn.in_proj_z"},
+      {"ssm_alpha", "linear_attn.in_proj_a"},  {"ssm_beta", "linear_attn.in_proj_b"},
+      {"ssm_out", "linear_attn.out_proj"},     {"ssm_norm", "linear_attn.norm"},
+      {"ssm_conv1d", "linear_attn.conv1d"},
+      // MoE: the router, and the experts stacked [E][rows][cols] (split by
+      // UndoLlamaCppLayouts, io/gguf_layouts.h)
+      {"ffn_gate_inp", "mlp.gate"},             {"ffn_gate_exps", "mlp.experts.gate_proj"},
+      {"ffn_up_exps", "mlp.experts.up_proj"},  {"ffn_down_exps", "mlp.experts.down_proj"}};
   for (const auto& [from, to] : kParts) {
     if (m[2] == from) return "model.layers." + m[1].str() + "." + to + "." + m[3].str();
   }
@@ -188,8 +204,9 @@ GgufModel LoadGguf(const std::string& path) {
     infos.push_back(std::move(t));
   }
   const uint64_t data_start = (r.pos() + alignment - 1) / alignment * alignment;
-  if (data_start > file.size()) Fail(path, ": truncated before the tensor data");
-  const uint64_t data_size = file.size() - data_start;
+  // A vocabulary-only file (the converter's --vocab-only) ends with its metadata, unpadded.
+  if (data_start > file.size() && !infos.empty()) Fail(path, ": truncated before the tensor data");
+  const uint64_t data_size = infos.empty() ? 0 : file.size() - data_start;
 
   for (Info& info : infos) {
     const std::string where = path + ": tensor '" + info.name + "'";
@@ -206,6 +223,7 @@ GgufModel LoadGguf(const std::string& path) {
     t.data = file.data() + data_start + info.offset;
     model.store.Add(std::move(t));
   }
+  if (!draft && !infos.empty()) UndoLlamaCppLayouts(model.metadata, path, model.store);
   return model;
 }
 

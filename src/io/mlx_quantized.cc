@@ -1,6 +1,8 @@
 #include "io/mlx_quantized.h"
 
 #include <cstring>
+#include <map>
+#include <regex>
 
 #include "core/error.h"
 #include "ops/mlx_affine.h"
@@ -107,9 +109,40 @@ ByteBuffer Repack(const Tensor& weight, const Tensor& scales, const Tensor& bias
   return out;
 }
 
+// mlx-lm stacks a MoE layer's experts per matrix ("<mlp>.switch_mlp.<proj>.{weight,scales,
+// biases}", [E][rows][cols]); they become per-expert views of the same bytes under
+// transformers' names ("<mlp>.experts.<e>.<proj>.*"). Returns each new module's stacked source,
+// whose name the quantization overrides use.
+std::map<std::string, std::string> SplitSwitchMlp(TensorStore& store) {
+  static const std::regex stacked(R"((.*\.mlp)\.switch_mlp\.((gate|up|down)_proj)\.(weight|scales|biases))");
+  std::map<std::string, std::string> sources;
+  for (const std::string& name : store.Names()) {
+    std::smatch m;
+    if (!std::regex_match(name, m, stacked)) continue;
+    const Tensor t = *store.Find(name);
+    if (t.shape.size() != 3 || t.nbytes % t.shape[0] != 0) {
+      Fail(store.origin(), ": tensor '", name, "' is ", t.ShapeString(), ", not experts stacked [E][rows][cols]");
+    }
+    const size_t slice = t.nbytes / t.shape[0];
+    for (int64_t e = 0; e < t.shape[0]; ++e) {
+      const std::string module = m[1].str() + ".experts." + std::to_string(e) + "." + m[2].str();
+      Tensor v = t;
+      v.name = module + "." + m[4].str();
+      v.shape = {t.shape[1], t.shape[2]};
+      v.data = t.data + e * slice;
+      v.nbytes = slice;
+      store.Add(std::move(v));
+      sources[module] = m[1].str() + ".switch_mlp." + m[2].str();
+    }
+    store.Remove(name);
+  }
+  return sources;
+}
+
 }  // namespace
 
 int RepackMlxQuantized(const Json& config, const std::string& where, TensorStore& store) {
+  const std::map<std::string, std::string> sources = SplitSwitchMlp(store);
   if (!config.is_object() || !config.contains("quantization")) return 0;
   const JsonObject quant(config.at("quantization"), where + ": quantization");
   const Scheme defaults = ReadScheme(quant, Scheme{});
@@ -123,11 +156,13 @@ int RepackMlxQuantized(const Json& config, const std::string& where, TensorStore
     const Tensor& scales = *store.Find(name);
     if (!weight || !biases) Fail(what, ": has .scales but no ", weight ? ".biases" : ".weight");
     Scheme s = defaults;
-    if (quant.Has(module)) {
-      const Json& o = quant.raw().at(module);
+    const auto source = sources.find(module);
+    const std::string& key = source == sources.end() ? module : source->second;
+    if (quant.Has(key)) {
+      const Json& o = quant.raw().at(key);
       if (o.is_boolean() && !o.get<bool>()) Fail(what, ": quantization marks it unquantised, yet it has scales");
-      if (!o.is_object()) Fail(where, ": quantization['", module, "'] must be an object or false");
-      s = ReadScheme(JsonObject(o, where + ": quantization['" + module + "']"), defaults);
+      if (!o.is_object()) Fail(where, ": quantization['", key, "'] must be an object or false");
+      s = ReadScheme(JsonObject(o, where + ": quantization['" + key + "']"), defaults);
     }
     DType type;
     if (!mlx::BlockType(s.bits, s.group, &type)) {
@@ -148,6 +183,41 @@ int RepackMlxQuantized(const Json& config, const std::string& where, TensorStore
     }
   }
   return repacked;
+}
+
+bool UndoMlxLmHybridLayout(TensorStore& store) {
+  bool mlx_layout = false;
+  for (const std::string& name : store.Names()) {
+    const Tensor& t = *store.Find(name);
+    if (EndsWith(name, ".linear_attn.conv1d.weight") && t.shape.size() == 3 && t.shape[2] == 1 && t.shape[1] > 1) {
+      mlx_layout = true;
+      ByteBuffer same(t.data, t.data + t.nbytes);
+      store.ReplaceTensor(name, t.dtype, {t.shape[0], 1, t.shape[1]}, std::move(same));
+    }
+  }
+  if (!mlx_layout) return false;
+  for (const std::string& name : store.Names()) {
+    if (!name.starts_with("language_model.")) continue;
+    // The store may own these bytes (a repacked matrix): the new name gets its own copy.
+    Tensor t = *store.Find(name);
+    t.name = name.substr(std::string("language_model.").size());
+    store.Add(t);
+    store.ReplaceTensor(t.name, t.dtype, t.shape, ByteBuffer(t.data, t.data + t.nbytes));
+    store.Remove(name);
+  }
+  for (const std::string& name : store.Names()) {
+    const bool one_plus = EndsWith(name, ".input_layernorm.weight") || EndsWith(name, ".post_attention_layernorm.weight") ||
+                          EndsWith(name, ".q_norm.weight") || EndsWith(name, ".k_norm.weight") || name == "model.norm.weight";
+    const Tensor& t = *store.Find(name);
+    if (!one_plus || t.shape.size() != 1) continue;
+    ByteBuffer w(t.shape[0] * sizeof(float));
+    for (int64_t i = 0; i < t.shape[0]; ++i) {
+      const float x = ToF32(t, i) - 1.0f;
+      std::memcpy(w.data() + i * sizeof(float), &x, sizeof(float));
+    }
+    store.ReplaceData(name, DType::kF32, std::move(w));
+  }
+  return true;
 }
 
 }  // namespace dflash

@@ -102,6 +102,7 @@ TensorStore LoadSafetensorsDir(const std::string& dir) {
   }
   const fs::path config = root / "config.json";
   if (fs::exists(config)) RepackMlxQuantized(ReadJsonFile(config.string()), config.string(), store);
+  UndoMlxLmHybridLayout(store);
   return store;
 }
 

@@ -52,8 +52,11 @@ GatedDeltaNetWeights LoadGatedDeltaNet(const TensorStore& store, const std::stri
     ops::DequantizeRow(taps, ch, row.data());
     for (int j = 0; j < l.conv_kernel; ++j) w.conv[static_cast<size_t>(j) * conv_dim + ch] = row[j];
   }
-  const std::vector<float> a_log = vector("A_log", l.num_value_heads);
-  for (float a : a_log) w.neg_a.push_back(-std::exp(a));
+  if (store.Find(p + "A")) {
+    w.neg_a = vector("A", l.num_value_heads);  // a GGUF's -exp(A_log), computed by its converter
+  } else {
+    for (float a : vector("A_log", l.num_value_heads)) w.neg_a.push_back(-std::exp(a));
+  }
   w.dt_bias = vector("dt_bias", l.num_value_heads);
   w.norm = vector("norm.weight", l.value_head_dim);
   return w;

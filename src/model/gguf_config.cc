@@ -1,5 +1,7 @@
 #include "model/gguf_config.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace dflash {
@@ -126,15 +128,66 @@ DraftConfig DraftConfigFromGguf(const GgufModel& model, const std::string& path)
   return d;
 }
 
+namespace {
+
+// qwen3moe: llama.cpp's graph renormalises the top-k weights whatever the checkpoint said
+// (its converter writes no norm_topk_prob), so a GGUF means norm_topk_prob true.
+void AddMoeFields(const JsonObject& meta, const std::string& p, Json& cfg) {
+  cfg["num_experts"] = meta.Get<int64_t>(p + "expert_count");
+  cfg["num_experts_per_tok"] = meta.Get<int64_t>(p + "expert_used_count");
+  cfg["moe_intermediate_size"] = meta.Get<int64_t>(p + "expert_feed_forward_length");
+  cfg["norm_topk_prob"] = meta.Get<bool>(p + "expert_weights_norm", true);
+}
+
+// qwen35: layer kinds from attention.recurrent_layers, the Gated DeltaNet shape from ssm.*
+// (group_count key heads, time_step_rank value heads, state_size the key head size,
+// inner_size all value heads), the rotary width from rope.dimension_count. The M-RoPE
+// sections must split exactly the rotary pairs: with text, whose three position ids are equal,
+// that is plain RoPE over the rotary dims.
+void AddHybridFields(const JsonObject& meta, const std::string& p, const std::string& path, Json& cfg) {
+  Json types = Json::array();
+  for (bool recurrent : meta.Get<std::vector<bool>>(p + "attention.recurrent_layers")) {
+    types.push_back(recurrent ? "linear_attention" : "full_attention");
+  }
+  cfg["layer_types"] = types;  // its length is checked against the layer count by the parser
+  const int64_t nv = meta.Get<int64_t>(p + "ssm.time_step_rank"), inner = meta.Get<int64_t>(p + "ssm.inner_size");
+  if (nv < 1 || inner % nv != 0) Fail(path, ": ", p, "ssm.inner_size ", inner, " is not whole heads of ", nv);
+  cfg["linear_conv_kernel_dim"] = meta.Get<int64_t>(p + "ssm.conv_kernel");
+  cfg["linear_num_key_heads"] = meta.Get<int64_t>(p + "ssm.group_count");
+  cfg["linear_num_value_heads"] = nv;
+  cfg["linear_key_head_dim"] = meta.Get<int64_t>(p + "ssm.state_size");
+  cfg["linear_value_head_dim"] = inner / nv;
+  const int64_t head_dim = meta.Get<int64_t>(p + "attention.key_length");
+  const int64_t rotary = meta.Get<int64_t>(p + "rope.dimension_count", head_dim / 4);
+  cfg["partial_rotary_factor"] = static_cast<double>(rotary) / static_cast<double>(head_dim);
+  if (meta.Has(p + "rope.dimension_sections")) {
+    int64_t pairs = 0;
+    for (int64_t n : meta.Get<std::vector<int64_t>>(p + "rope.dimension_sections")) pairs += n;
+    if (2 * pairs != rotary) {
+      Fail(path, ": ", p, "rope.dimension_sections cover ", 2 * pairs, " dims, not the ", rotary, " rotary ones (",
+           p, "rope.dimension_count)");
+    }
+  }
+}
+
+}  // namespace
+
 TargetConfig TargetConfigFromGguf(const GgufModel& model, const std::string& path) {
   const JsonObject meta(model.metadata, path);
   const std::string arch = meta.Get<std::string>("general.architecture");
-  if (arch != "qwen3") Fail(path, ": architecture '", arch, "' is not supported as a target (supported: qwen3)");
+  static const std::pair<const char*, const char*> kArchs[] = {
+      {"qwen3", "Qwen3ForCausalLM"}, {"qwen3moe", "Qwen3MoeForCausalLM"}, {"qwen35", "Qwen3_5ForCausalLM"}};
+  const auto known = std::find_if(std::begin(kArchs), std::end(kArchs), [&](const auto& a) { return arch == a.first; });
+  if (known == std::end(kArchs)) {
+    Fail(path, ": architecture '", arch, "' is not supported as a target (supported: qwen3, qwen3moe, qwen35)");
+  }
   const std::string p = arch + ".";
   const Tensor* embed = model.store.Find("model.embed_tokens.weight");
   if (!embed || embed->shape.size() != 2) Fail(path, ": tensor 'token_embd.weight' is missing or not 2-D");
   Json cfg = DecoderJson(meta, p);
-  cfg["architectures"] = {"Qwen3ForCausalLM"};
+  cfg["architectures"] = {known->second};
+  if (arch == "qwen3moe") AddMoeFields(meta, p, cfg);
+  if (arch == "qwen35") AddHybridFields(meta, p, path, cfg);
   cfg["vocab_size"] = embed->shape[0];
   cfg["tie_word_embeddings"] = model.store.Find("lm_head.weight") == nullptr;
   cfg["attention_bias"] = model.store.Find("model.layers.0.self_attn.q_proj.bias") != nullptr;

@@ -11,6 +11,10 @@ namespace {
 // Qwen2/2.5/3 (tokenizer.ggml.pre = "qwen2"): single digits.
 constexpr const char* kQwen2Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Qwen3.5/3.6 ("qwen35", llama.cpp's llama-vocab.cpp): Qwen2's with combining marks (\p{M})
+// kept inside words, as the models' tokenizer.json has it.
+constexpr const char* kQwen35Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 // Llama 3 ("llama-bpe"): digits in runs of up to three.
 constexpr const char* kLlama3Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
@@ -36,14 +40,15 @@ Json GgufPreTokenizer(const std::string& pre, const std::string& path) {
                   ByteLevel(false)}}};
   };
   if (pre == "qwen2") return split_then_bytes(kQwen2Pattern);
+  if (pre == "qwen35") return split_then_bytes(kQwen35Pattern);
   if (pre == "llama-bpe") return split_then_bytes(kLlama3Pattern);
   if (pre == "gpt2" || pre == "default") return ByteLevel(true);
-  Fail(path, ": tokenizer.ggml.pre '", pre, "' is not supported (qwen2, llama-bpe, gpt2, default)");
+  Fail(path, ": tokenizer.ggml.pre '", pre, "' is not supported (qwen2, qwen35, llama-bpe, gpt2, default)");
 }
 
 Json GgufNormalizer(const std::string& pre) {
   // Qwen's tokenizer.json composes text to NFC first; the others do not normalise.
-  return pre == "qwen2" ? Json{{"type", "NFC"}} : Json();
+  return pre == "qwen2" || pre == "qwen35" ? Json{{"type", "NFC"}} : Json();
 }
 
 Json TokenizerJsonFromGguf(const Json& meta, const std::string& path) {
