@@ -44,6 +44,10 @@ DFlashDraft::DFlashDraft(const DraftConfig& config, const TensorStore& store,
   for (int l = 0; l < d.num_layers; ++l) {
     layers_.push_back(LoadDecoderLayer(store, "layers." + std::to_string(l), d));
   }
+  if (cfg_.dflash2()) {
+    convs_.emplace(cfg_, store, options.max_block);
+    selector_.emplace(cfg_, store, vocab_, std::max(options.max_block - 1, 1));
+  }
   if (options_.window > 0) {
     options_.context_capacity = options_.sink + options_.window + options_.window / 2 + options_.max_append;
   }
@@ -266,17 +270,21 @@ void DFlashDraft::Propose(int32_t anchor, int pos, int B, int proposals) {
   for (int l = 0; l < d.num_layers; ++l) {
     const DecoderLayerWeights& w = layers_[l];
     pool_.ParallelFor(B, [&](int64_t j) { norm(j, w.input_norm); });
+    if (convs_) convs_->Prepare(l, DynamicConvs::kAttention, xn_.data(), B, pool_);
     LayerAttention(l, B, pos);
+    if (convs_) convs_->Finish(l, DynamicConvs::kAttention, xn_.data(), B, pool_);
     pool_.ParallelFor(B, [&](int64_t j) {
       add(j);
       norm(j, w.post_attention_norm);
     });
+    if (convs_) convs_->Prepare(l, DynamicConvs::kMlp, xn_.data(), B, pool_);
     const ops::MatMulOutput gate_up[] = {{&w.gate_proj, nullptr, gate_.data()}, {&w.up_proj, nullptr, up_.data()}};
     ops::MatMulShared(xn_.data(), B, gate_up, pool_);
     pool_.ParallelFor(B, [&](int64_t j) {
       ops::SiluMul(gate_.data() + j * I, up_.data() + j * I, I, gate_.data() + j * I);
     });
     ops::MatMul(gate_.data(), B, w.down_proj, nullptr, xn_.data(), pool_);
+    if (convs_) convs_->Finish(l, DynamicConvs::kMlp, xn_.data(), B, pool_);
     pool_.ParallelFor(B, add);
   }
   ops::RmsNorm(x_.data() + H, proposals, H, final_norm_.data(), eps, xn_.data());
@@ -290,6 +298,12 @@ void DFlashDraft::Propose(int32_t anchor, int pos, int B, int proposals) {
       logits_[i] = v;
     }
   }
+  if (selector_) selector_->Prepare(xn_.data(), logits_.data(), proposals, pool_);
+}
+
+Drafter::Candidates DFlashDraft::SelectAfter(int j, int32_t previous) {
+  if (!selector_) return Drafter::SelectAfter(j, previous);
+  return {selector_->Candidates(j), selector_->Score(j, previous)};
 }
 
 }  // namespace dflash

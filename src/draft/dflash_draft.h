@@ -2,13 +2,19 @@
 // borrows the target's. The target's captured layer outputs are fused (fc + hidden_norm)
 // into one context vector per committed token, from which every draft layer computes and
 // caches context K/V ("KV injection"). A block [anchor, MASK x (B-1)] is then denoised in one
-// pass; rows 1..B-1 predict the tokens at their own positions.
+// pass; rows 1..B-1 predict the tokens at their own positions. A DFlash2 draft
+// (DraftConfig::dflash2) adds dynamic convolutions around every layer's attention and MLP
+// (draft/dflash2_conv.h) and chooses its proposals with a candidate selector
+// (draft/dflash2_selector.h).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "draft/dflash2_conv.h"
+#include "draft/dflash2_selector.h"
 #include "io/tensor_store.h"
 #include "model/config.h"
 #include "model/decoder_layer.h"
@@ -66,6 +72,8 @@ class DFlashDraft final : public Drafter {
   // Only those rows pass through the LM head, the largest matrix.
   void Propose(int32_t anchor, int pos, int block_size, int proposals) override;
   const float* Logits(int j) const override { return logits_.data() + static_cast<size_t>(j) * vocab_; }
+  int selector_top_k() const override { return selector_ ? selector_->top_k() : 0; }
+  Candidates SelectAfter(int j, int32_t previous) override;
 
   // Forgets context rows at positions >= pos: 0 starts a new sequence; pos > 0 (prefix
   // reuse) needs an unbounded context.
@@ -101,6 +109,8 @@ class DFlashDraft final : public Drafter {
   WeightRef fc_;
   std::vector<float> hidden_norm_, final_norm_;
   std::vector<DecoderLayerWeights> layers_;
+  std::optional<DynamicConvs> convs_;          // DFlash2 only
+  std::optional<CandidateSelector> selector_;  // DFlash2 only
 
   // Context cache rows: cache_rows_ = capacity + max_block; the block's own K/V sit after
   // the context rows during Propose and are never kept.

@@ -260,9 +260,9 @@ DraftConfig LoadDraftConfig(const std::string& dir) {
 DraftConfig DraftConfigFromJson(const Json& j, const std::string& path) {
   const JsonObject cfg(j, path);
   const std::string arch = Architecture(cfg);
-  if (arch != "DFlashDraftModel") {
+  if (arch != "DFlashDraftModel" && arch != "DFlash2DraftModel") {
     Fail(path, ": architecture '", arch,
-         "' is not supported as a draft (supported: DFlashDraftModel)");
+         "' is not supported as a draft (supported: DFlashDraftModel, DFlash2DraftModel)");
   }
   DraftConfig d;
   d.decoder = ParseDecoder(cfg, /*need_vocab=*/false);
@@ -292,6 +292,17 @@ DraftConfig DraftConfigFromJson(const Json& j, const std::string& path) {
   if (d.final_logit_softcapping < 0) {
     Fail(pick("final_logit_softcapping").where(), ": field 'final_logit_softcapping' = ", d.final_logit_softcapping,
          " is negative (0 turns it off)");
+  }
+  if (arch == "DFlash2DraftModel") {
+    d.conv_kernel_size = ReadInt(pick("conv_kernel_size"), "conv_kernel_size", {1, kMaxBlockSize});
+    d.conv_group_size = ReadInt(pick("conv_group_size"), "conv_group_size", {1, d.decoder.hidden_size});
+    if (d.decoder.hidden_size % d.conv_group_size != 0) {
+      Fail(pick("conv_group_size").where(), ": field 'conv_group_size' = ", d.conv_group_size,
+           " does not divide hidden_size ", d.decoder.hidden_size);
+    }
+    d.selector_rank = ReadInt(pick("selector_rank"), "selector_rank", {1, kMaxHidden});
+    // Bounded by the target's vocabulary in CheckDraftMatchesTarget.
+    d.selector_top_k = ReadInt(pick("selector_top_k"), "selector_top_k", {1, kMaxVocab});
   }
   const char* causal_key = dc.Has("causal") ? "causal" : "is_causal";
   const JsonObject& causal_src = dc.Has("causal") ? dc : cfg;
@@ -323,6 +334,9 @@ void CheckDraftMatchesTarget(const DraftConfig& draft, const TargetConfig& targe
       Fail(where, ": target_layer_ids entry ", id, " is outside the target's ", t.num_layers,
            " layers");
     }
+  }
+  if (draft.selector_top_k > t.vocab_size) {
+    Fail(where, ": selector_top_k ", draft.selector_top_k, " exceeds the target vocabulary (", t.vocab_size, ")");
   }
   if (draft.mask_token_id < 0 || draft.mask_token_id >= t.vocab_size) {
     Fail(where, ": mask_token_id ", draft.mask_token_id, " is outside the target vocabulary (",

@@ -95,6 +95,14 @@ struct DraftConfig {
   double input_embedding_scale = 1.0;
   double output_multiplier = 1.0;
   double final_logit_softcapping = 0.0;
+  // DFlash2 (architecture DFlash2DraftModel; all 0 for DFlash): every layer's grouped dynamic
+  // causal convolutions (conv_kernel_size taps, conv_group_size channels per group) and the
+  // candidate selector (selector_top_k candidates per row, codebooks of selector_rank).
+  int conv_kernel_size = 0;
+  int conv_group_size = 0;
+  int selector_rank = 0;
+  int selector_top_k = 0;
+  bool dflash2() const { return selector_top_k > 0; }
 };
 
 // Read `dir/config.json`; throw Error naming the file and field on anything unexpected.

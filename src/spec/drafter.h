@@ -4,6 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+
+#include "core/error.h"
 
 namespace dflash {
 
@@ -20,6 +23,20 @@ class Drafter {
   // are made.
   virtual void Propose(int32_t anchor, int pos, int block, int proposals) = 0;
   virtual const float* Logits(int j) const = 0;
+
+  // A draft with a candidate selector (DFlash2, draft/dflash2_selector.h) chooses row j's
+  // proposal among selector_top_k() candidates, scored given the token chosen for row j - 1;
+  // its proposal distribution is softmax(scores / T) over them, not its Logits rows. 0: none.
+  virtual int selector_top_k() const { return 0; }
+  // After Propose: row j's candidate ids and their scores given `previous` (the anchor for
+  // j = 0). Valid until the next call.
+  struct Candidates {
+    std::span<const int32_t> ids;
+    std::span<const float> scores;
+  };
+  virtual Candidates SelectAfter(int j, int32_t previous) {
+    Fail("internal: SelectAfter(", j, ", ", previous, ") on a draft without a selector");
+  }
 };
 
 }  // namespace dflash

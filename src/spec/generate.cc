@@ -70,6 +70,10 @@ class Decoder {
   // The draft's token for position `position` from its logits row j: its own Pick, or under
   // rejection sampling a draw from q (kept in q_ row j for the verdict).
   int32_t Propose(int j, int64_t position);
+  // The same for a draft with a candidate selector (DFlash2): the best candidate given the
+  // token before, or a draw from softmax(scores / T) over the candidates. The selector's q
+  // carries no penalties or filters (z-lab's has none); p does, and rejection stays exact.
+  int32_t Select(int j, int64_t position);
   // How many of the block's rows - 1 drafts the target accepts, and the token after them: by
   // equality with the target's own pick (greedy, reproducible sampling) or by rejection sampling.
   int AcceptByMatch(int rows, int pos, int32_t* next);
@@ -118,9 +122,24 @@ int32_t Decoder::Pick(const float* logits, int64_t position) {
 }
 
 int32_t Decoder::Propose(int j, int64_t position) {
+  if (drafter_->selector_top_k() > 0) return Select(j, position);
   if (!rejection_) return Pick(drafter_->Logits(j), position);
   float* q = q_.data() + static_cast<size_t>(j) * vocab_;
   sampler_.Probabilities(Penalised(drafter_->Logits(j)), q);
+  return sampler_.DrawAt(q, position, Stream::kDraft);
+}
+
+int32_t Decoder::Select(int j, int64_t position) {
+  const Drafter::Candidates row = drafter_->SelectAfter(j, drafted_[j]);
+  if (sampler_.params().greedy()) {
+    return row.ids[Sampler::Argmax(row.scores.data(), static_cast<int>(row.scores.size()))];
+  }
+  if (!rejection_) {
+    sampler_.SelectorProbabilities(row.ids, row.scores, probs_.data());
+    return sampler_.DrawAt(probs_.data(), position);
+  }
+  float* q = q_.data() + static_cast<size_t>(j) * vocab_;
+  sampler_.SelectorProbabilities(row.ids, row.scores, q);
   return sampler_.DrawAt(q, position, Stream::kDraft);
 }
 

@@ -150,6 +150,18 @@ void Sampler::Probabilities(const float* logits, float* probs) {
   if (params_.min_p > 0) Keep(probs, n, MinP(probs, n));
 }
 
+void Sampler::SelectorProbabilities(std::span<const int32_t> ids, std::span<const float> scores, float* probs) const {
+  const int k = static_cast<int>(scores.size());
+  CheckFinite(scores.data(), k);
+  std::fill(probs, probs + vocab_, 0.0f);
+  const float inv_t = static_cast<float>(1.0 / params_.temperature);  // finite: not greedy
+  float max_score = -INFINITY;
+  for (int c = 0; c < k; ++c) max_score = std::max(max_score, scores[c] * inv_t);
+  double sum = 0;
+  for (int c = 0; c < k; ++c) sum += probs[ids[c]] = std::exp(scores[c] * inv_t - max_score);
+  for (int c = 0; c < k; ++c) probs[ids[c]] = static_cast<float>(probs[ids[c]] / sum);
+}
+
 int32_t Sampler::DrawAt(const float* probs, int64_t position, Stream stream) const {
   double total = 0;
   for (int i = 0; i < vocab_; ++i) total += probs[i];

@@ -24,6 +24,11 @@
 // depends on whether it was drafted, so the tokens change with the verify lengths the policy
 // picks: exact in distribution, not seed-reproducible across policies.
 //
+// A DFlash2 draft (spec/drafter.h's selector) proposes from softmax(scores / T) over its top-k
+// candidates, unfiltered (SelectorProbabilities), as z-lab's CandidateSelector does. That q is
+// zero off the candidates, so max(0, p - q) is p there and p - q clamped on them: the residual
+// z-lab forms by scattering -q onto draft_indices.
+//
 // Filtering, in transformers' order (temperature, top-k, top-p, min-p), applied identically to p,
 // q and plain decoding. Ties at a boundary: top-k keeps exactly k tokens, the lower token id
 // first among equal logits (transformers' TopKLogitsWarper keeps every token tied with the k-th);
@@ -34,6 +39,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -95,6 +101,9 @@ class Sampler {
   // probs = the sampling distribution of logits after temperature, top-k, top-p, min-p
   // ([vocab]). Throws on a NaN or infinite logit.
   void Probabilities(const float* logits, float* probs);
+  // probs ([vocab]) = softmax(scores / T) over the candidate ids (distinct), zero elsewhere:
+  // a DFlash2 selector's proposal distribution. Throws on a NaN or infinite score.
+  void SelectorProbabilities(std::span<const int32_t> ids, std::span<const float> scores, float* probs) const;
   // The token at sequence position `position`: inverse CDF of probs (which need not sum to
   // 1) at u(seed, position, stream).
   int32_t DrawAt(const float* probs, int64_t position, Stream stream = Stream::kTarget) const;
