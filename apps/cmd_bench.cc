@@ -28,6 +28,9 @@
 #include "ops/quant_blocks.h"
 #include "plan/acceptance_profile.h"
 #include "plan/registry.h"
+#include "plan/inspect.h"
+#include "plan/loop_costs.h"
+#include "plan/memory_model.h"
 #include "report.h"
 #include "spec/scripted_drafter.h"
 
@@ -216,7 +219,18 @@ void MeasureReportCurve(dflash::Engine& engine, const std::vector<BenchPrompt>& 
       MeasureVerifyCost(engine.target(), {report.curve_context}, report.curve_rows, 3, ShowProgress);
   report.curve_ratios.clear();
   for (const VerifyCostPoint& p : pts) report.curve_ratios.push_back(p.ratio);
-  report.curve_step_ms = pts.front().ms;
+  // The step a decode sees now (plan/loop_costs.h); the loop's work scales alike.
+  report.curve_step_ms = plan::MeasureSustainedStepMs(engine.target(), report.curve_context, 16, 300);
+  report.sustained_factor = report.curve_step_ms / pts.front().ms;
+  engine.target().Truncate(0);
+  // The loop's own work; the appends land in the generate sequence's draft context, which the
+  // next Generate starts over.
+  const DraftConfig& draft = *engine.draft_config();
+  const plan::LoopCosts loop =
+      plan::MeasureLoopCosts(*engine.drafter(), int64_t{draft.decoder.hidden_size} * draft.target_layer_ids.size(),
+                             engine.target_config().decoder.vocab_size, 0, 15);
+  report.pick_ms = loop.pick_ms * report.sustained_factor;
+  report.append_ms = loop.append_ms * report.sustained_factor;
 }
 
 int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOptions& gen,
@@ -383,7 +397,16 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
     rp.accept_hist = total_spec.accept_hist;
     rp.accept_at_depth = AcceptanceAtDepth(total_spec.accept_hist);
     rp.draft_ms = total_spec.cycles ? total_spec.draft_ms / total_spec.cycles : 0.0;
+    rp.drafts_per_cycle = total_spec.cycles ? double(total_spec.drafted) / total_spec.cycles : 0.0;
     rp.peak_rss_mib = rss;
+    // The memory model's estimate from the files' headers and shapes alone (the draft quantised
+    // as the target is, --draft-quant auto).
+    const plan::ModelShape target_shape = plan::ShapeOf(engine.target_config()),
+                           draft_shape = plan::ShapeOf(*engine.draft_config());
+    rp.memory_estimate = plan::EstimateRunMemory(
+        target_shape, &draft_shape, plan::InspectTarget(mf.model).weight_bytes, plan::InspectDraft(mf.draft).weight_bytes,
+        mf.target_quant == "none" ? "" : mf.target_quant, engine.options().context,
+        static_cast<int>(RowBytes(engine.options().kv_type, 1)));
     rp.cache_bytes = static_cast<int64_t>(engine.cache_bytes());
     Analyse(rp);
   }

@@ -67,18 +67,17 @@ std::optional<plan::ModelShape> SuggestDraft(const plan::ModelShape& target, con
 void PrintMemory(const plan::ModelFiles& target, const plan::ModelFiles* draft, const std::optional<plan::ModelShape>& draft_shape,
                  int context, double machine_gb) {
   const plan::ModelShape ts = plan::ShapeOf(*target.target);
-  plan::ModelShape ds = draft_shape.value_or(plan::ModelShape{});
   const int kv_bytes = 2;
-  plan::MemoryNeed m = plan::EstimateMemory(ts, ds, plan::FindWeightFormat("f32"), context, kv_bytes);
-  m.target_weights = target.weight_bytes;
-  m.draft_weights = draft ? draft->weight_bytes : 0;
-  if (!draft_shape) m.draft_cache = 0;
+  const plan::MemoryNeed m = plan::EstimateRunMemory(ts, draft_shape ? &*draft_shape : nullptr, target.weight_bytes,
+                                                     draft ? draft->weight_bytes : 0, "", context, kv_bytes);
   const double predicted = plan::CountParams(ts).total();
-  std::printf("memory at context %d\n  target weights: %.1f MiB (%.0f parameters from config.json)\n"
+  std::printf("memory at context %d\n  target weights: %.1f MiB (%.0f parameters from its config)\n"
               "  draft weights: %.1f MiB%s\n  KV cache: %.1f MiB (%.2f MiB per 1k positions)\n  draft context cache: %.1f MiB\n"
+              "  recurrent state: %.2f MiB (%d linear-attention layers)\n"
               "  buffers and runtime: %.1f MiB\n  total: %.2f GiB of %.1f GiB\n",
               context, MiB(m.target_weights), predicted, MiB(m.draft_weights), draft ? "" : " (none given)", MiB(m.kv_cache),
-              MiB(m.kv_per_1k), MiB(m.draft_cache), MiB(m.buffers), GiB(m.total()), machine_gb);
+              MiB(m.kv_per_1k), MiB(m.draft_cache), MiB(m.recurrent_state), ts.layers - ts.full_attention_layers,
+              MiB(m.buffers), GiB(m.total()), machine_gb);
 }
 
 }  // namespace

@@ -206,6 +206,43 @@ TEST(PlanCost, PerDepthCurveSetsTheVerifyLength) {
   EXPECT_THROW(Predict(StepCosts{0, 2, 0.05}, curve, 16), Error);
 }
 
+TEST(PlanCost, LoopWorkCountsPerStepAndPerRowRead) {
+  // A plain step pays one pick and one append; a cycle one append and a pick per draft and per
+  // target row read (E[k] of them: the accepted drafts and the token after them).
+  StepCosts c{10, 2, 0.05, 0.1, 0.5};
+  EXPECT_DOUBLE_EQ(PlainStepMs(c), 10.6);
+  const std::vector<double> curve{1, 1, 1, 1, 0, 0.5};
+  EXPECT_DOUBLE_EQ(CycleMs(c, 5, 5), 2 + 10 * (1 + 0.05 * 4) + 0.5 + 0.1 * (4 + 5));
+  const Prediction p = Predict(c, curve, 16);
+  EXPECT_DOUBLE_EQ(p.plain_tok_s, 1e3 / 10.6);
+  EXPECT_EQ(p.best_rows, 5);
+  EXPECT_NEAR(p.adaptive_tok_s, 1e3 * 5 / CycleMs(c, 5, 5), 1e-9);
+  // Zero loop terms (the adaptive policy's costs, timed around the loop) leave the model as it was.
+  EXPECT_DOUBLE_EQ(PlainStepMs(StepCosts{10, 2, 0.05}), 10);
+  EXPECT_THROW(Predict(StepCosts{10, 2, 0.05, -1, 0}, curve, 16), Error);
+}
+
+// The run-memory estimate, for the shipped pair's files as `bench --report` sets it beside the
+// measured peak RSS: as stored the weights are the files; quantised at load the quantised copy
+// plus the files (mapped while read).
+TEST(PlanMemory, RunEstimateAsStoredAndQuantised) {
+  const ModelFiles t = InspectTarget(kRoot + "/models/dflash-pair/target");
+  const ModelFiles d = InspectDraft(kRoot + "/models/dflash-pair/draft");
+  ASSERT_TRUE(t.loads && d.loads);
+  const ModelShape ts = ShapeOf(*t.target), ds = ShapeOf(*d.draft);
+  const MemoryNeed stored = EstimateRunMemory(ts, &ds, t.weight_bytes, d.weight_bytes, "", 1024, 2);
+  EXPECT_EQ(stored.target_weights, t.weight_bytes);
+  EXPECT_EQ(stored.draft_weights, d.weight_bytes);
+  EXPECT_EQ(stored.load_files, 0);
+  EXPECT_EQ(stored.kv_cache, KvCacheBytes(ts, 1024, 2));
+  const MemoryNeed q8 = EstimateRunMemory(ts, &ds, t.weight_bytes, d.weight_bytes, "q8_0", 1024, 2);
+  EXPECT_EQ(q8.load_files, t.weight_bytes + d.weight_bytes);
+  EXPECT_NEAR(double(q8.target_weights), CountParams(ts).total() * 34 / 32, 1);  // 32 int8 + an f16 scale
+  EXPECT_EQ(q8.total() - stored.total(), q8.target_weights + q8.draft_weights);
+  const MemoryNeed alone = EstimateRunMemory(ts, nullptr, t.weight_bytes, d.weight_bytes, "", 1024, 2);
+  EXPECT_EQ(alone.draft_weights + alone.draft_cache, 0);
+}
+
 TEST(PlanChoice, LargestRunnablePairThatFits) {
   const Registry r = Shipped();
   PlanRequest req;

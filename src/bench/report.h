@@ -13,6 +13,7 @@
 #include "bench/machine.h"
 #include "io/json_file.h"
 #include "plan/cost_model.h"
+#include "plan/memory_model.h"
 
 namespace dflash {
 
@@ -43,15 +44,19 @@ struct BenchReport {
   std::vector<int> accept_hist;         // [k] = cycles committing k tokens
   std::vector<double> accept_at_depth;  // measured, from accept_hist
   double peak_rss_mib = 0;
+  plan::MemoryNeed memory_estimate;  // plan::EstimateRunMemory for this run's files and options
   int64_t cache_bytes = 0;  // one sequence's KV cache and draft context at --ctx
   int context = 0;
   // The target's verify cost t(rows)/t(1) at curve_context, measured in this run.
   int curve_context = 0;
   std::vector<int> curve_rows;
   std::vector<double> curve_ratios;
-  double curve_step_ms = 0;  // t(1) there
-  double draft_ms = 0;       // mean draft pass of the DFlash runs
-  plan::StepCosts costs;        // t(1) and slope of that curve, draft_ms
+  double curve_step_ms = 0;  // t(1) there: the mean of consecutive 1-row passes (plan/loop_costs.h)
+  double sustained_factor = 1;  // that over the curve's median 1-row pass
+  double draft_ms = 0;       // mean draft pass of the DFlash runs, its picks of the drafts included
+  double drafts_per_cycle = 0;
+  double pick_ms = 0, append_ms = 0;  // the loop's own work (plan/loop_costs.h), measured in this run
+  plan::StepCosts costs;        // t(1) and slope of that curve, the draft pass, the loop's work
   plan::Prediction prediction;  // the cost model on those costs and accept_at_depth
   // The recommendation.
   bool use_dflash = false;

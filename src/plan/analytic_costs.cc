@@ -47,7 +47,13 @@ StepCosts AnalyticCosts(const ModelShape& target, const ModelShape& draft, const
   const double draft_bytes = (dp.layers_per_token + head) * format.bytes_per_weight + draft_cache;
   const double draft_row_macs = dp.layers_per_token + head + AttentionMacs(draft, context + block);
   const double draft_s = Seconds(draft_bytes, block * draft_row_macs, format, machine);
-  return {step_s * 1e3, draft_s * 1e3, row_s / step_s};
+  // The loop's own work: a pick reads a row of f32 logits; an append multiplies one row of
+  // captured features by the draft's fc and each layer's K and V projections.
+  const double pick_s = 4.0 * target.vocab / (machine.bandwidth_gbs * 1e9);
+  const double append_weights = double(draft.capture_layers) * draft.hidden * draft.hidden +
+                                2.0 * draft.layers * draft.hidden * draft.kv_heads * draft.head_dim;
+  const double append_s = Seconds(append_weights * format.bytes_per_weight, append_weights, format, machine);
+  return {step_s * 1e3, draft_s * 1e3, row_s / step_s, pick_s * 1e3, append_s * 1e3};
 }
 
 std::vector<std::string> AnalyticAssumptions() {
@@ -58,6 +64,8 @@ std::vector<std::string> AnalyticAssumptions() {
           "% of the measured compute peak (int8 peak for q8_0/q4_0/q4_k, f32 otherwise), added to the read time",
       "a verify of k rows costs t_step * (1 + slope * (k - 1)): the weights are read once, the work grows per row",
       "a draft pass reads the draft and the shared LM head once and computes a whole block of rows",
+      "the loop's own work: a pick reads a row of logits, a draft-context append reads the draft's fc and K/V "
+      "projections once per plain step or cycle",
       "acceptance falls geometrically with draft depth, matched to the reported tau at the full block",
       "tau comes from z-lab's GPU runs (greedy, thinking off); acceptance does not depend on the hardware, but "
       "does on the prompts",

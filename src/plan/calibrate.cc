@@ -10,6 +10,7 @@
 #include "io/quantize_store.h"
 #include "model/qwen3.h"
 #include "ops/ops.h"
+#include "plan/loop_costs.h"
 #include "plan/synthetic_model.h"
 
 namespace dflash::plan {
@@ -19,6 +20,12 @@ namespace {
 double NowMs() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+
+// Appends and picks take microseconds: more of them than of the passes.
+constexpr int kLoopRepeats = 15;
+// A stretch of consecutive steps long enough to span several scheduler slices.
+constexpr int kSustainedSteps = 16;
+constexpr double kSustainedMs = 1000;
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -54,6 +61,14 @@ void Prepare(TensorStore& store, const std::optional<DType>& quant, ThreadPool& 
 // layers' share grows by layers / built.
 double Extrapolate(double ms, double head_share, double layer_scale) {
   return ms * (head_share + (1 - head_share) * layer_scale);
+}
+
+// Multiply-adds of appending one row to a draft's context: the fc projection of its captured
+// features and each layer's K and V projections (the synthetic draft captures one layer and
+// builds a few, so the timed append is scaled by this count).
+double AppendMacs(const ModelShape& draft, int capture_layers, int layers) {
+  const double H = draft.hidden;
+  return capture_layers * H * H + layers * 2.0 * H * draft.kv_heads * draft.head_dim;
 }
 
 }  // namespace
@@ -110,8 +125,9 @@ Calibration Calibrate(const ModelShape& target, const ModelShape& draft, const s
     c.verify_ms.push_back(Extrapolate(p.ms, share, target_scale));
     head_ms_per_row = share * p.ms / p.rows;  // the widest pass's, the draft's kind of head
   }
-  std::vector<double> ratios;
-  for (double ms : c.verify_ms) ratios.push_back(ms / c.verify_ms.front());
+  // What a decode sees now: plain steps and the loop's work scale by the sustained step over
+  // the median pass.
+  c.sustained_factor = MeasureSustainedStepMs(model, static_cast<int>(context), kSustainedSteps, kSustainedMs) / pts.front().ms;
 
   // Prefill: one chunk at half the context stands for the mean chunk of a prompt that long.
   model.Truncate(0);
@@ -140,6 +156,13 @@ Calibration Calibrate(const ModelShape& target, const ModelShape& draft, const s
   for (int pos = 0; pos < context; pos += max_rows) {
     draft_model.AppendContext(features.data(), std::min<int>(max_rows, static_cast<int>(context) - pos), pos);
   }
+  // The loop's own work: an append at the context (cropped back) and a pick over the vocabulary.
+  const int loop_repeats = std::min(max_rows, kLoopRepeats);
+  const LoopCosts loop = MeasureLoopCosts(draft_model, H, target.vocab, static_cast<int>(context), loop_repeats);
+  draft_model.TruncateContext(static_cast<int>(context));
+  const int captures = std::max(1, draft.capture_layers);
+  c.pick_ms = loop.pick_ms;
+  c.append_ms = loop.append_ms * AppendMacs(draft, captures, c.draft_layers) / AppendMacs(draft, 1, c.draft_layers_built);
   std::vector<double> draft_ms;
   for (int r = 0; r <= opt.repeats; ++r) {
     const double s = NowMs();
@@ -150,7 +173,28 @@ Calibration Calibrate(const ModelShape& target, const ModelShape& draft, const s
   c.draft_ms = draft_head + double(c.draft_layers) / c.draft_layers_built * std::max(0.0, Median(draft_ms) - draft_head);
   c.measure_s = (NowMs() - t1) / 1e3;
 
-  c.costs = {c.verify_ms.front(), c.draft_ms, FitVerifySlope(c.rows, ratios)};
+  // Cycles back to back, a draft pass and a full-block verify, scale the draft and the
+  // multi-row verifies: on a busy machine a pass of many rows loses more to preemption than a
+  // 1-row step does (every parallel stage waits for both threads, for longer).
+  const size_t widest = c.rows.size() - 1;
+  model.FillSyntheticKv(static_cast<int>(context));
+  const std::vector<int32_t> verify_tokens(c.rows[widest], 1);
+  int cycles = 0;
+  const double cycles_start = NowMs();
+  while (cycles < opt.repeats || NowMs() - cycles_start < kSustainedMs) {
+    draft_model.Propose(1, static_cast<int>(context), block, block - 1);
+    model.Forward(verify_tokens, /*all_logits=*/true);
+    model.Truncate(static_cast<int>(context));
+    ++cycles;
+  }
+  c.cycle_factor = (NowMs() - cycles_start) / cycles / (Median(draft_ms) + pts[widest].ms);
+  for (double* ms : {&c.pick_ms, &c.append_ms, &c.ttft_ms}) *ms *= c.sustained_factor;
+  c.prefill_tok_s /= c.sustained_factor;
+  c.draft_ms *= c.cycle_factor;
+  for (size_t i = 0; i < c.verify_ms.size(); ++i) c.verify_ms[i] *= i == 0 ? c.sustained_factor : c.cycle_factor;
+  std::vector<double> ratios;
+  for (double ms : c.verify_ms) ratios.push_back(ms / c.verify_ms.front());
+  c.costs = {c.verify_ms.front(), c.draft_ms, FitVerifySlope(c.rows, ratios), c.pick_ms, c.append_ms};
   return c;
 }
 

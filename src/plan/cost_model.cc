@@ -18,8 +18,14 @@ double FitVerifySlope(std::span<const int> rows, std::span<const double> ratios)
   return den > 0 ? std::max(0.0, num / den) : 0.0;
 }
 
+double PlainStepMs(const StepCosts& c) { return c.step_ms + c.pick_ms + c.append_ms; }
+
+double CycleMs(const StepCosts& c, double expected_tokens, int rows) {
+  return c.draft_ms + VerifyMs(c, rows) + c.append_ms + c.pick_ms * (rows - 1 + expected_tokens);
+}
+
 double CycleTokensPerMs(const StepCosts& c, double expected_tokens, int rows) {
-  return expected_tokens / (c.draft_ms + VerifyMs(c, rows));
+  return expected_tokens / CycleMs(c, expected_tokens, rows);
 }
 
 double ExpectedTokens(std::span<const double> accept_at_depth, int rows) {
@@ -50,14 +56,15 @@ std::vector<double> GeometricCurve(double tau, int block) {
 }
 
 Prediction Predict(const StepCosts& c, std::span<const double> accept_at_depth, int block) {
-  if (!(c.step_ms > 0) || c.draft_ms < 0 || c.slope < 0) {
-    Fail("cost model: step ", c.step_ms, " ms, draft ", c.draft_ms, " ms, slope ", c.slope, " are not valid costs");
+  if (!(c.step_ms > 0) || c.draft_ms < 0 || c.slope < 0 || c.pick_ms < 0 || c.append_ms < 0) {
+    Fail("cost model: step ", c.step_ms, " ms, draft ", c.draft_ms, " ms, slope ", c.slope, ", pick ", c.pick_ms,
+         " ms, append ", c.append_ms, " ms are not valid costs");
   }
   if (block < 2) Fail("cost model: a DFlash block has at least 2 rows, got ", block);
   const auto expected = [&](int rows) { return ExpectedTokens(accept_at_depth, rows); };
   Prediction p;
   p.tau = expected(block);
-  p.plain_tok_s = 1e3 / c.step_ms;
+  p.plain_tok_s = 1e3 / PlainStepMs(c);
   p.full_block_tok_s = 1e3 * CycleTokensPerMs(c, p.tau, block);
   const int rows = BestVerifyRows(c, block, expected);
   const double rate = 1e3 * CycleTokensPerMs(c, expected(rows), rows);

@@ -7,8 +7,15 @@
 //   t_verify(k) = t_step * (1 + slope * (k - 1))
 //   E[k]        = 1 + a1 + a1 a2 + ... + a1 ... a(k-1)     tokens a k-row verify commits, for
 //                                                          per-depth acceptances a_d
-//   DFlash rate = max over k of E[k] / (t_draft + t_verify(k)); the adaptive policy decodes
-//                 plainly (rate 1 / t_step) when no k beats it.
+//   plain step  = t_step + t_pick + t_append
+//   cycle(k)    = t_draft + t_verify(k) + t_append + t_pick * (k - 1 + E[k])
+//   DFlash rate = max over k of E[k] / cycle(k); the adaptive policy decodes plainly
+//                 (rate 1 / plain step) when no k beats it.
+// t_pick and t_append are the loop's own work outside the passes: a cycle picks its k - 1
+// drafts from the draft's logits and the target's tokens up to the first mismatch (E[k] rows),
+// and appends the committed rows to the draft's context once, as a plain step does its one
+// row (the engine keeps the draft's context current in plain steps too, so that speculation
+// can resume; `bench` times its plain baseline that way).
 //
 // It depends on nothing but core/, so the decoding loop's policy can use it.
 #pragma once
@@ -23,9 +30,18 @@ struct StepCosts {
   double step_ms = 0;   // one plain decode step at the context
   double draft_ms = 0;  // one draft pass over a whole block
   double slope = 0;     // (t_verify(k) / t_step - 1) / (k - 1)
+  // The loop's own work (0 where the times above were taken around it, as the adaptive
+  // policy's are): one token picked from a logits row (greedy: an argmax over the
+  // vocabulary), and one append of committed rows' target features to the draft's context
+  // (its fc projection and each draft layer's K/V; 1 to 16 rows cost about alike).
+  double pick_ms = 0;
+  double append_ms = 0;
 };
 
 double VerifyMs(const StepCosts& c, int rows);
+double PlainStepMs(const StepCosts& c);  // a plain decode step with the loop's work
+// One cycle verifying `rows` rows that commits `expected_tokens` on average, loop included.
+double CycleMs(const StepCosts& c, double expected_tokens, int rows);
 // The slope of measured verify costs, ratios[i] = t(rows[i]) / t(1): the least-squares fit of
 // ratio - 1 = slope x (rows - 1) (0 when no point has more than one row).
 double FitVerifySlope(std::span<const int> rows, std::span<const double> ratios);

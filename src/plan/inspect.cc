@@ -8,6 +8,7 @@
 #include "io/gguf.h"
 #include "io/safetensors.h"
 #include "io/tensor_store.h"
+#include "model/gguf_config.h"
 
 namespace dflash::plan {
 
@@ -65,10 +66,16 @@ ModelFiles InspectGguf(const std::string& path, bool as_draft) {
   m.kind = "gguf";
   const GgufModel g = LoadGguf(path);
   m.architecture = g.metadata.value("general.architecture", std::string());
-  m.loads = as_draft ? IsDflashArchitecture(m.architecture) : m.architecture == "qwen3";
-  if (!m.loads) {
-    m.why_not = path + ": GGUF architecture '" + m.architecture + "' is not supported as a " +
-                (as_draft ? "draft (supported: dflash, dflash-draft)" : "target (supported: qwen3)");
+  // The loader's own translation of the metadata: it decides whether the file loads.
+  try {
+    if (as_draft) {
+      m.draft = DraftConfigFromGguf(g, path);
+    } else {
+      m.target = TargetConfigFromGguf(g, path);
+    }
+    m.loads = true;
+  } catch (const Error& e) {
+    m.why_not = e.what();
   }
   CountTensors(g.store, m);
   return m;

@@ -8,9 +8,11 @@ namespace dflash::plan {
 
 namespace {
 
-// Working memory besides weights and caches: thread stacks, the tokenizer, code and the
-// allocator's slack. An assumption (a calibrated plan measures peak RSS instead).
-constexpr int64_t kRuntimeBytes = int64_t{128} << 20;
+// Working memory besides weights and caches: code, thread stacks and the allocator's slack.
+// `dflash bench` on the tiny test fixtures peaks at 13 MiB in all (weights and caches under
+// 1 MiB); a loaded tokenizer adds a few times its tokenizer.json, which the planner's headroom
+// (Headroom) covers.
+constexpr int64_t kRuntimeBytes = int64_t{16} << 20;
 
 double AttentionParams(const ModelShape& s) {
   const double q = double(s.heads) * s.head_dim * (s.attention_output_gate ? 2 : 1);
@@ -127,6 +129,13 @@ ModelShape ShapeOfDecoder(const DecoderConfig& d) {
 ModelShape ShapeOf(const TargetConfig& c) {
   ModelShape s = ShapeOfDecoder(c.decoder);
   s.architecture = c.architecture;
+  if (c.hybrid) {
+    s.attention_output_gate = true;
+    s.full_attention_layers = static_cast<int>(std::count(c.decoder.layer_linear.begin(), c.decoder.layer_linear.end(), false));
+    s.linear = LinearAttentionShape{c.linear.num_key_heads, c.linear.num_value_heads, c.linear.key_head_dim,
+                                    c.linear.value_head_dim, c.linear.conv_kernel};
+  }
+  if (c.moe.num_experts > 0) s.moe = MoeShape{c.moe.num_experts, c.moe.top_k, c.moe.intermediate_size, 0};
   return s;
 }
 
@@ -156,6 +165,21 @@ MemoryNeed EstimateMemory(const ModelShape& target, const ModelShape& draft, con
   const int64_t width = std::max<int64_t>({target.intermediate, int64_t{target.heads} * target.head_dim, target.hidden});
   const int64_t activations = int64_t{4} * block * width * 4;
   m.buffers = logits + activations + kRuntimeBytes;
+  return m;
+}
+
+MemoryNeed EstimateRunMemory(const ModelShape& target, const ModelShape* draft, int64_t target_file_bytes,
+                             int64_t draft_file_bytes, const std::string& quant, int64_t context, int kv_bytes) {
+  const ModelShape no_draft;
+  MemoryNeed m = EstimateMemory(target, draft ? *draft : no_draft, FindWeightFormat(quant.empty() ? "bf16" : quant),
+                                context, kv_bytes);
+  if (!draft) m.draft_weights = m.draft_cache = 0;
+  if (quant.empty()) {
+    m.target_weights = target_file_bytes;
+    m.draft_weights = draft ? draft_file_bytes : 0;
+  } else {
+    m.load_files = target_file_bytes + (draft ? draft_file_bytes : 0);
+  }
   return m;
 }
 

@@ -55,8 +55,9 @@ struct MemoryNeed {
   int64_t draft_cache = 0;     // the draft's context K/V (f32), at the context
   int64_t recurrent_state = 0;
   int64_t buffers = 0;         // logits, activations, runtime
+  int64_t load_files = 0;      // stored files read while quantised at load (EstimateRunMemory)
   int64_t total() const {
-    return target_weights + draft_weights + kv_cache + draft_cache + recurrent_state + buffers;
+    return target_weights + draft_weights + kv_cache + draft_cache + recurrent_state + buffers + load_files;
   }
 };
 
@@ -64,6 +65,13 @@ struct MemoryNeed {
 // quantises both alike); kv_bytes: 2 for the default f16/bf16 cache.
 MemoryNeed EstimateMemory(const ModelShape& target, const ModelShape& draft, const WeightFormat& format,
                           int64_t context, int kv_bytes);
+
+// The peak resident memory of a process running these files, to set beside a measured peak
+// RSS: weights as stored (`quant` empty: the files' own bytes) or quantised at load to `quant`
+// (the quantised copy, plus the stored files, whose mapped pages are resident while they are
+// read); no draft when `draft` is null.
+MemoryNeed EstimateRunMemory(const ModelShape& target, const ModelShape* draft, int64_t target_file_bytes,
+                             int64_t draft_file_bytes, const std::string& quant, int64_t context, int kv_bytes);
 
 // Memory the planner leaves to the OS and other programs: 10% of the machine, at least 1.5 GiB.
 int64_t Headroom(int64_t machine_bytes);

@@ -118,6 +118,14 @@ std::vector<std::string> CalibratedAssumptions(const Calibration& c) {
   }
   if (!c.format_note.empty()) a.push_back(c.format_note);
   a.push_back("the draft pass's LM head share is the target's widest pass's per-row LM head time x (block - 1) rows");
+  a.push_back("a plain step is the 1-row pass plus one pick and one draft-context append (the draft's context is "
+              "kept current in plain steps too); a cycle adds one append and a pick per draft and per target row read; "
+              "the append was timed with one captured layer and scaled to the draft's capture layers and layers by "
+              "multiply-adds");
+  a.push_back("the step, the loop's work and prefill are scaled by " + Fixed(c.sustained_factor, 2) +
+              " (the mean of consecutive 1-row passes over the median single pass), the draft and multi-row verifies "
+              "by " + Fixed(c.cycle_factor, 2) + " (the same for back-to-back cycles): the share of the cores a decode "
+              "gets now (both 1 on a quiet machine)");
   a.push_back("prefill speed is one 64-token chunk at half the context; TTFT = context / that speed");
   a.push_back("acceptance falls geometrically with draft depth, matched to the reported tau at the full block");
   a.push_back("tau comes from z-lab's GPU runs (greedy, thinking off); it does not depend on the hardware, but does on "
@@ -194,7 +202,8 @@ Recommendation Recommend(const Plan& plan) {
   r.dflash = p.best_rows > 1 && speedup >= kWorthwhileSpeedup;
   r.verify_rows = r.dflash ? p.best_rows : 1;
   r.format = c.format;
-  const double cycle_ms = plan.costs.draft_ms + VerifyMs(plan.costs, std::max(2, p.best_rows));
+  const int rows = std::max(2, p.best_rows);
+  const double cycle_ms = CycleMs(plan.costs, ExpectedTokens(plan.accept_at_depth, rows), rows);
   r.draft_window = plan.costs.draft_ms > kDraftShareForWindow * cycle_ms && plan.request.context > 4096
                        ? "--draft-window 2048: the draft pass is " + Fixed(100 * plan.costs.draft_ms / cycle_ms, 0) +
                              "% of a cycle at this context; a bounded draft context caps it (check tau with bench)"
@@ -270,6 +279,10 @@ Json PlanJson(const Plan& plan) {
                         {"verify_ms", c.verify_ms},
                         {"lm_head_share", c.lm_head_share},
                         {"draft_ms", c.draft_ms},
+                        {"pick_ms", c.pick_ms},
+                        {"sustained_factor", c.sustained_factor},
+                        {"cycle_factor", c.cycle_factor},
+                        {"append_ms", c.append_ms},
                         {"prefill_tok_s", c.prefill_tok_s},
                         {"ttft_ms", c.ttft_ms},
                         {"build_s", c.build_s},
@@ -290,6 +303,8 @@ Json PlanJson(const Plan& plan) {
                      {"step_ms", plan.costs.step_ms},
                      {"draft_ms", plan.costs.draft_ms},
                      {"verify_slope", plan.costs.slope},
+                     {"pick_ms", plan.costs.pick_ms},
+                     {"append_ms", plan.costs.append_ms},
                      {"ttft_ms", plan.calibration ? Json(plan.calibration->ttft_ms) : Json(nullptr)},
                      {"assumptions", plan.calibration ? CalibratedAssumptions(*plan.calibration) : AnalyticAssumptions()}};
   return j;
@@ -338,7 +353,8 @@ void PredictionSection(std::ostringstream& o, const Plan& plan) {
     << "- DFlash, full block every cycle: " << Fixed(p.full_block_tok_s, 1) << " tok/s\n"
     << "- tau " << Fixed(plan.tau, 2) << ": " << plan.tau_source << "; per-depth acceptance " << Fixed(plan.accept_at_depth.front(), 3) << "\n"
     << "- costs: draft pass " << Fixed(plan.costs.draft_ms, 1) << " ms, verify slope " << Fixed(plan.costs.slope, 3)
-    << " (t_verify(k) = t_step x (1 + slope x (k - 1)))\n";
+    << " (t_verify(k) = t_step x (1 + slope x (k - 1))); the loop's own work: a pick " << Fixed(plan.costs.pick_ms, 3)
+    << " ms per logits row read, a draft-context append " << Fixed(plan.costs.append_ms, 3) << " ms per step or cycle\n";
   if (plan.calibration) {
     const Calibration& c = *plan.calibration;
     o << "- TTFT for a " << c.context << "-token prompt: " << Fixed(c.ttft_ms / 1e3, 1) << " s (prefill "

@@ -8,6 +8,8 @@ import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("DFLASH_BIN", str(ROOT / "build" / "bin" / "dflash"))
 PAIR = ROOT / "models" / "dflash-pair"
@@ -38,9 +40,14 @@ REPORT_SCHEMA = {
                    "prompts": [{"name": str, "prompt_tokens": int, "plain_decode_tok_s": NUMBER,
                                 "dflash_decode_tok_s": NUMBER, "speedup": NUMBER, "plain_ttft_ms": NUMBER,
                                 "dflash_ttft_ms": NUMBER, "tau": NUMBER, "identical": bool}]},
-    "memory": {"peak_rss_mib": NUMBER, "cache_bytes": int},
+    "memory": {"peak_rss_mib": NUMBER, "cache_bytes": int,
+               "estimate": {"target_weights_bytes": int, "draft_weights_bytes": int, "kv_cache_bytes": int,
+                            "draft_cache_bytes": int, "recurrent_state_bytes": int, "buffers_bytes": int,
+                            "load_files_bytes": int, "total_bytes": int},
+               "estimate_error": NUMBER},
     "cost_model": {"curve_context": int, "verify_cost": [{"rows": int, "ratio": NUMBER, "model_ratio": NUMBER}],
-                   "step_ms": NUMBER, "draft_ms": NUMBER, "verify_slope": NUMBER, "predicted_plain_tok_s": NUMBER,
+                   "step_ms": NUMBER, "draft_ms": NUMBER, "verify_slope": NUMBER, "pick_ms": NUMBER,
+                   "append_ms": NUMBER, "sustained_factor": NUMBER, "predicted_plain_tok_s": NUMBER,
                    "predicted_dflash_tok_s": NUMBER, "predicted_adaptive_tok_s": NUMBER,
                    "predicted_full_block_tok_s": NUMBER, "plain_error": NUMBER, "dflash_error": NUMBER},
     "recommendation": {"dflash": bool, "verify_rows": int, "policy": str, "why": str},
@@ -128,3 +135,24 @@ def test_scripted_acceptance_errors_are_clear(tmp_path):
     cmd[-1] = bad
     res = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, timeout=120)
     assert res.returncode == 1 and "accept_at_depth[1] = 2" in res.stderr and str(bad) in res.stderr
+
+
+# The memory model's estimate of a run (src/plan/memory_model.h, EstimateRunMemory) against the
+# peak RSS the run measured: within 10% plus 8 MiB (code and allocator slack the estimate's
+# fixed runtime term only approximates). Measured on this machine: 36 and 46 MiB peak.
+MEMORY_BOUND = (0.10, 8)
+
+
+@pytest.mark.parametrize("quant", ["none", "q8_0"])
+def test_report_memory_estimate_is_within_its_bound_of_peak_rss(tmp_path, quant):
+    bench(tmp_path, "--report", tmp_path / "report.md", "--json", tmp_path / "report.json", "--target-quant", quant,
+          "-c", "2048", prompts=1, new_tokens=8)
+    m = json.loads((tmp_path / "report.json").read_text())["memory"]
+    estimate_mib = m["estimate"]["total_bytes"] / 2**20
+    rel, fixed = MEMORY_BOUND
+    assert abs(estimate_mib - m["peak_rss_mib"]) <= rel * m["peak_rss_mib"] + fixed, (estimate_mib, m)
+    # Quantised at load, the stored files count once more (their pages are read while quantising).
+    files = sum(f.stat().st_size for f in PAIR.glob("*/model.safetensors"))
+    assert m["estimate"]["load_files_bytes"] == (0 if quant == "none" else pytest.approx(files, rel=0.01))
+    md = (tmp_path / "report.md").read_text()
+    assert "| measured peak RSS" in md and "| estimate (`src/plan/memory_model.h`" in md

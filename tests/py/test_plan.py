@@ -6,6 +6,7 @@ import copy
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,11 +45,13 @@ SCHEMA = {
     "prediction": {"label": str, "plain_tok_s": NUMBER, "dflash_tok_s": NUMBER, "dflash_full_block_tok_s": NUMBER,
                    "speedup": NUMBER, "verify_rows": int, "per_depth_acceptance": NUMBER, "tau": NUMBER,
                    "tau_source": str, "step_ms": NUMBER, "draft_ms": NUMBER, "verify_slope": NUMBER,
+                   "pick_ms": NUMBER, "append_ms": NUMBER,
                    "ttft_ms": Nullable(NUMBER), "assumptions": (str,)},
     "calibration": Nullable({"format": str, "format_note": str, "kv_type": str, "context": int,
                              "target_layers_built": int, "target_layers": int, "draft_layers_built": int,
                              "draft_layers": int, "extrapolated": bool, "rows": (int,), "verify_ms": (NUMBER,),
-                             "lm_head_share": (NUMBER,), "draft_ms": NUMBER, "prefill_tok_s": NUMBER,
+                             "lm_head_share": (NUMBER,), "draft_ms": NUMBER, "pick_ms": NUMBER, "append_ms": NUMBER,
+                             "sustained_factor": NUMBER, "cycle_factor": NUMBER, "prefill_tok_s": NUMBER,
                              "ttft_ms": NUMBER, "build_s": NUMBER, "measure_s": NUMBER}),
     "recommendation": {"dflash": bool, "verify_rows": int, "format": str, "draft_window": str, "why": str},
 }
@@ -122,7 +125,10 @@ def test_plan_calibrate_on_a_tiny_shape(tmp_path):
     assert p["label"] == "calibrated (measured on this machine)"
     # The prediction is the cost model's on the calibrated costs.
     assert p["step_ms"] == c["verify_ms"][0] and p["draft_ms"] == c["draft_ms"] and p["ttft_ms"] == c["ttft_ms"]
-    assert abs(p["plain_tok_s"] - 1e3 / c["verify_ms"][0]) < 1e-9
+    assert p["pick_ms"] == c["pick_ms"] > 0 and p["append_ms"] == c["append_ms"] > 0
+    assert c["sustained_factor"] > 0 and c["cycle_factor"] > 0
+    # A plain step: the 1-row pass plus the loop's pick and draft-context append.
+    assert abs(p["plain_tok_s"] - 1e3 / (c["verify_ms"][0] + c["pick_ms"] + c["append_ms"])) < 1e-9
     assert any("extrapolated per layer" in a for a in p["assumptions"])
     assert j["recommendation"]["dflash"] == (p["verify_rows"] > 1 and p["speedup"] >= 1.1)
 
@@ -187,3 +193,72 @@ def test_doctor_on_an_unsupported_architecture(tmp_path):
     res = dflash("doctor", "-m", tmp_path, "-t", "1")
     assert res.returncode == 1
     assert "not supported as a target" in res.stdout and "verdict: will not load" in res.stdout
+
+
+def test_doctor_on_a_hybrid_fixture_counts_only_full_attention_kv():
+    res = dflash("doctor", "-m", FIXTURES / "qwen35-tiny", "-d", FIXTURES / "dflash-qwen35", "-c", "1024", "-t", "1")
+    assert res.returncode == 0, res.stderr
+    assert "architecture 'Qwen3_5ForCausalLM'" in res.stdout
+    assert "matches the target: yes" in res.stdout
+    # One full-attention layer of four: 1 x 2 kv heads x 16 x K and V x 2 bytes x 1024 = 0.125 MiB
+    # (all four would be 0.5); three Gated DeltaNet layers hold (4 x 16 x 8 + 96 x 3) f32 each.
+    assert "KV cache: 0.1 MiB" in res.stdout
+    assert "recurrent state: 0.01 MiB (3 linear-attention layers)" in res.stdout
+    assert "verdict: will load" in res.stdout
+
+
+def test_doctor_on_a_moe_fixture():
+    res = dflash("doctor", "-m", FIXTURES / "qwen3moe-tiny", "-d", FIXTURES / "dflash-moe-tiny", "-c", "1024", "-t", "1")
+    assert res.returncode == 0, res.stderr
+    assert "architecture 'Qwen3MoeForCausalLM'" in res.stdout
+    assert "matches the target: yes" in res.stdout
+    assert "KV cache: 0.2 MiB" in res.stdout  # 3 layers x 1 kv head x 16 x 2 x 2 bytes x 1024
+    assert "verdict: will load" in res.stdout
+
+
+GGUF = ROOT / "tests" / "goldens" / "gguf"
+
+
+def test_doctor_on_a_gguf_sizes_memory_from_its_metadata():
+    res = dflash("doctor", "-m", GGUF / "qwen3-tiny.gguf", "-c", "1024", "-t", "1")
+    assert res.returncode == 0, res.stderr
+    assert "format: GGUF, architecture 'qwen3'" in res.stdout
+    assert "draft: none given" in res.stdout
+    # 4 layers x 2 kv heads x 16 x K and V x 2 bytes x 1024, from qwen3.* metadata
+    assert "memory at context 1024" in res.stdout and "KV cache: 0.5 MiB" in res.stdout
+    assert "verdict: will load" in res.stdout
+
+
+def test_doctor_on_a_gguf_draft_checks_it_against_the_target():
+    res = dflash("doctor", "-m", FIXTURES / "qwen3-tiny", "-d", GGUF / "dflash-tiny.dflash.gguf", "-c", "1024", "-t", "1")
+    assert res.returncode == 0, res.stderr
+    assert "format: GGUF, architecture 'dflash'" in res.stdout
+    assert "matches the target: yes" in res.stdout and "draft context cache: 0.3 MiB" in res.stdout
+    assert "verdict: will load" in res.stdout
+
+
+def test_doctor_on_an_unsupported_gguf_says_why(tmp_path):
+    # A draft GGUF offered as the target: the loader's own message, and no crash.
+    res = dflash("doctor", "-m", GGUF / "dflash-tiny.dflash.gguf", "-t", "1")
+    assert res.returncode == 1
+    assert "is not supported as a target" in res.stdout and "verdict: will not load" in res.stdout
+
+
+def test_doctor_reads_headers_not_weights(tmp_path):
+    # A checkpoint declaring 4 GiB of weights in a sparse file: doctor sizes it from the header
+    # and stays far below that in memory (its bandwidth probe alone takes 256 MiB).
+    config = json.loads((FIXTURES / "qwen3-tiny" / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    n = 4 << 30
+    header = json.dumps({"model.big.weight": {"dtype": "U8", "shape": [n], "data_offsets": [0, n]}}).encode()
+    header += b" " * (-len(header) % 8)
+    with open(tmp_path / "model.safetensors", "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header)
+        f.truncate(8 + len(header) + n)
+    probe = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); print(r.stdout)")
+    res = subprocess.run([sys.executable, "-c", probe, BIN, "doctor", "-m", tmp_path, "-t", "1"], capture_output=True,
+                         text=True, timeout=300)
+    peak_kib = int(res.stdout.split("\n", 1)[0])
+    assert "4096.0 MiB" in res.stdout, res.stdout
+    assert peak_kib < 1 << 20, f"doctor peaked at {peak_kib} KiB for a 4 GiB checkpoint"
