@@ -316,15 +316,7 @@ TEST(HybridDraft, BlockLogitsMatchZlab) {
 // With the real draft: DFlash greedy equals plain greedy (transformers' generate).
 TEST(HybridDraft, DflashGreedyEqualsPlainGreedy) {
   Engine engine = MakeEngine("qwen35-tiny", 5, "dflash-qwen35");
-  const Golden g = ReadGolden("qwen35-tiny");
-  GenerateOptions go;
-  go.max_new_tokens = Manifest()["greedy_new"].get<int>();
-  go.ignore_stop = true;
-  go.block_size = 16;
-  go.policy = SpecPolicy::kAlways;
-  const GenerateResult r = engine.Generate(g.I32("prompt1.ids"), go);
-  EXPECT_EQ(r.tokens, g.I32("greedy"));
-  EXPECT_GT(r.stats.cycles, 0);
+  testing::ExpectDflashGreedyEqualsGolden(engine, ReadGolden("qwen35-tiny"));
 }
 
 // bench --verify-cost --profile on a hybrid: the Gated DeltaNet layers' state work (gates,

@@ -135,4 +135,18 @@ inline int ExpectUnclampedCyclesMatch(const std::vector<int>& per_commit, const 
   return compared;
 }
 
+// DFlash greedy (block 16, always speculating) from the golden's prompt 1 equals transformers'
+// plain greedy continuation ("greedy"), with cycles that really speculated.
+inline void ExpectDflashGreedyEqualsGolden(Engine& engine, const Golden& g) {
+  const std::vector<int32_t> greedy = g.I32("greedy");
+  GenerateOptions go;
+  go.max_new_tokens = static_cast<int>(greedy.size());
+  go.ignore_stop = true;
+  go.block_size = 16;
+  go.policy = SpecPolicy::kAlways;
+  const GenerateResult r = engine.Generate(g.I32("prompt1.ids"), go);
+  EXPECT_EQ(r.tokens, greedy);
+  EXPECT_GT(r.stats.cycles, 0);
+}
+
 }  // namespace dflash::testing
