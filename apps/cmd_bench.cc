@@ -5,6 +5,7 @@
 // --acceptance: DFlash with scripted acceptance (the real draft's cost, modelled acceptance);
 // --report: the decision report (bench/report.h).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -467,6 +468,27 @@ void PrintStages(const std::vector<VerifyCostPoint>& pts, const DecoderConfig& c
   }
 }
 
+// A hybrid's state checkpoint is a copy of every linear layer's state: its cost against the
+// passes just timed says what spacing (--ctx-checkpoints-interval) is cheap, since a departure
+// re-prefills on average half the spacing.
+void PrintCheckpointCost(const TargetModel& target, const std::vector<VerifyCostPoint>& pts, int repeats) {
+  const size_t bytes = target.checkpoint_bytes();
+  if (bytes == 0 || pts.empty()) return;
+  std::vector<float> from(bytes / sizeof(float), 1.0f), to(from.size());
+  double best = 1e30;
+  for (int i = 0; i < std::max(repeats, 1); ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::copy(from.begin(), from.end(), to.begin());
+    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  const VerifyCostPoint* widest = &pts[0];
+  for (const VerifyCostPoint& p : pts) {
+    if (p.context == pts[0].context && p.rows > widest->rows) widest = &p;
+  }
+  std::printf("state checkpoint: %.1f MiB, copied in %.2f ms = %.2f positions of a %d-row pass at context %d\n",
+              bytes / 1048576.0, best, best / (widest->ms / widest->rows), widest->rows, widest->context);
+}
+
 int VerifyCost(dflash::Engine& engine, const ModelFlags& mf, const std::string& contexts_text,
                const std::string& rows_text, int repeats, bool profile, const std::string& json_path) {
   std::vector<int> contexts = ParseIntList(contexts_text, "--contexts");
@@ -489,6 +511,7 @@ int VerifyCost(dflash::Engine& engine, const ModelFlags& mf, const std::string& 
     PrintStages(pts, engine.target().config(), quant::IsBlockQuantized(engine.target().lm_head().dtype), bf16_attention,
                 peak, jpts);
   }
+  PrintCheckpointCost(engine.target(), pts, repeats);
   std::printf("peak RSS %.0f MiB\n", PeakRssMiB());
   if (!json_path.empty()) {
     Json j{{"machine", MachineJson(machine, engine.threads())}, {"model", mf.model},

@@ -1,4 +1,5 @@
 // dflash serve: the OpenAI- and Anthropic-compatible server (src/serve/server.h) over one model pair.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -106,13 +107,17 @@ int Serve(int argc, char** argv) {
   }
   serve::Server server(engine, tok, std::move(chat_template), gen, so);
   const int port = server.Bind();
+  const bool hybrid = std::count(engine.target_config().decoder.layer_linear.begin(),
+                                 engine.target_config().decoder.layer_linear.end(), true) > 0;
   std::fprintf(stderr,
                "dflash serve: %s%s%s, %s, %d slot(s) x %d positions\n"
-               "  reserved: %.1f MiB KV + draft context per sequence; %d slot(s) + %d saved sequence(s) = %.1f MiB\n"
+               "  reserved: %.1f MiB per sequence (%zu bytes: KV%s%s); %d slot(s) + %d saved sequence(s) = %.1f MiB\n"
                "  (every slot keeps its last sequence for prefix reuse; saved ones extend that cache, LRU)\n",
                mf.model.c_str(), engine.has_draft() ? " + draft " : "", engine.has_draft() ? mf.draft.c_str() : "",
                gen.block_size > 1 ? "dflash" : "plain decoding", so.parallel, engine.options().context, MiB(per_slot),
-               so.parallel, so.saved_sequences, MiB(per_slot * (so.parallel + so.saved_sequences)));
+               per_slot, hybrid ? " + recurrent state, its rollback copy and row log, checkpoints" : "",
+               engine.has_draft() ? " + draft context" : "", so.parallel, so.saved_sequences,
+               MiB(per_slot * (so.parallel + so.saved_sequences)));
   if (!so.cache_dir.empty()) {
     std::fprintf(stderr, "dflash serve: disk cache %s, at most %.0f MiB\n", so.cache_dir.c_str(), cache_disk_mib);
   }

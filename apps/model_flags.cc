@@ -50,6 +50,10 @@ void ModelFlags::Declare(Args& a) {
   a.Option("--prefill-chunk", &prefill_chunk, "N", "prompt rows per target forward pass");
   a.Option("--draft-window", &draft_window, "N", "bound the draft's context to a sink plus N recent tokens (0 = unbounded)");
   a.Option("--draft-sink", &draft_sink, "N", "draft context sink size when --draft-window is set");
+  a.Option("--ctx-checkpoints", &ctx_checkpoints, "N",
+           "hybrid targets (Qwen3.5): recurrent-state checkpoints kept per sequence for prefix reuse (0 = none)");
+  a.Option("--ctx-checkpoints-interval", &checkpoint_interval, "N",
+           "hybrid targets: also checkpoint every N positions, not only at the end of each prompt (0 = only there)");
   a.Option("--target-quant", &target_quant, "none|q8_0|q4_0|q4_k", "quantise the target's matrices at load time (also the embedding and LM head the draft shares)");
   a.Flag("--bf16-dot", &bf16_dot, "BF16 weights: round activations to bf16 and use native bf16 dot products (AVX512_BF16; faster, not bit-equal to the exact f32 path)");
   a.Option("--kv-type", &kv_type, "auto|f32|f16|bf16",
@@ -71,6 +75,7 @@ EngineOptions ModelFlags::Engine() const {
   if (mode == "dflash" && draft.empty()) Fail("--mode dflash needs a draft (-d DIR)");
   if (prefill_chunk < 1) Fail("--prefill-chunk must be at least 1");
   if (draft_window < 0 || draft_sink < 0) Fail("--draft-window and --draft-sink must be >= 0");
+  if (ctx_checkpoints < 0 || checkpoint_interval < 0) Fail("--ctx-checkpoints and --ctx-checkpoints-interval must be >= 0");
   EngineOptions e;
   e.target_dir = model;
   e.draft_dir = mode == "ar" ? "" : draft;
@@ -79,6 +84,8 @@ EngineOptions ModelFlags::Engine() const {
   e.prefill_chunk = prefill_chunk;
   e.draft_window = draft_window;
   e.draft_sink = draft_sink;
+  e.ctx_checkpoints = ctx_checkpoints;
+  e.checkpoint_interval = checkpoint_interval;
   e.target_quant = ParseWeightQuant(target_quant, "--target-quant");
   e.draft_quant_follows_target = draft_quant == "auto";
   if (!e.draft_quant_follows_target) e.draft_quant = ParseWeightQuant(draft_quant == "bf16" ? "none" : draft_quant, "--draft-quant");

@@ -16,6 +16,8 @@ struct ModelFlags {
   int prefill_chunk = 64;
   int draft_window = 0;
   int draft_sink = 64;
+  int ctx_checkpoints = TargetOptions().checkpoints;
+  int checkpoint_interval = TargetOptions().checkpoint_interval;
   int block_size = 0;  // 0: the draft's block_size
   std::string target_quant = "none", draft_quant = "auto";
   std::string kv_type = "auto";

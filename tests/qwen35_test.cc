@@ -51,8 +51,11 @@ using testing::ParamName;
 
 Golden ReadGolden(const std::string& name) { return Golden(testing::kGoldensDir / (name + ".safetensors")); }
 
-Engine MakeEngine(const std::string& target, int prefill_chunk, const std::string& draft = "") {
+Engine MakeEngine(const std::string& target, int prefill_chunk, const std::string& draft = "",
+                  int checkpoints = TargetOptions().checkpoints, int checkpoint_interval = TargetOptions().checkpoint_interval) {
   EngineOptions eo;
+  eo.ctx_checkpoints = checkpoints;
+  eo.checkpoint_interval = checkpoint_interval;
   eo.target_dir = Fixture(target);
   eo.draft_dir = draft.empty() ? "" : Fixture(draft);
   eo.context = 128;
@@ -305,6 +308,108 @@ TEST(HybridPrefixReuse, SlotPoolPicksTheRestorablePrefix) {
   const GenerateResult r3 = serve(fork);
   EXPECT_EQ(r3.stats.cached_tokens, static_cast<int>(extend.size()));  // the checkpoint after `extend`
   EXPECT_EQ(r3.tokens, cold(fork));
+}
+
+// The state of `seq` as a cold run of its tokens leaves it, and its output: what a warm
+// request must reproduce bit for bit.
+void ExpectColdRunEquals(Engine& engine, Sequence& warm_seq, const GenerateResult& warm,
+                         std::span<const int32_t> prompt, const GenerateOptions& go, const std::string& what) {
+  Sequence cold_seq = engine.NewSequence();
+  const GenerateResult cold = engine.Continue(cold_seq, prompt, go);
+  EXPECT_EQ(cold.stats.cached_tokens, 0) << what;
+  EXPECT_EQ(warm.tokens, cold.tokens) << what;
+  engine.target().Bind(warm_seq.target.get());
+  const std::vector<float> warm_state = StateOf(Hybrid(engine.target()));
+  engine.target().Bind(cold_seq.target.get());
+  EXPECT_TRUE(SameBytes(warm_state, StateOf(Hybrid(engine.target())))) << what;
+}
+
+// Checkpoints every N positions, a ring of K per sequence: a request that departs from the
+// cached sequence inside the last reply (as Qwen3.5's template makes the next turn do when it
+// drops the reply's reasoning) resumes from the longest checkpoint inside the common prefix,
+// with a cold run's output and state bytes; what fell out of the ring is not reused.
+TEST(HybridPrefixReuse, ResumesFromTheLastIntervalCheckpointInsideTheReply) {
+  constexpr int kRing = 3, kInterval = 4;
+  Engine engine = MakeEngine("qwen35-tiny", 4, "", kRing, kInterval);
+  const std::vector<int32_t> first = ReadGolden("qwen35-tiny").I32("prompt2.ids");
+  const int P = static_cast<int>(first.size());
+  GenerateOptions go;
+  go.max_new_tokens = 20;
+  go.ignore_stop = true;
+  go.block_size = 1;
+  // Plain decoding runs one position per Forward: after the prompt's checkpoint (at P) one is
+  // taken at P + 4, P + 8, P + 12 and P + 16 (the sequence ends at P + 19), and the ring keeps
+  // the three longest.
+  const int kept[] = {P + 8, P + 12, P + 16};
+  for (int depart : {1, 5, 8, 11, 12, 13, 17}) {
+    Sequence seq = engine.NewSequence();
+    const GenerateResult reply = engine.Continue(seq, first, go);
+    ASSERT_EQ(reply.tokens.size(), 20u);
+    std::vector<int32_t> next = first;
+    next.insert(next.end(), reply.tokens.begin(), reply.tokens.begin() + depart);
+    next.push_back((reply.tokens[depart] + 1) % 256);  // departs at position P + depart
+    int expected = 0;
+    for (int c : kept) {
+      if (c <= P + depart) expected = c;
+    }
+    const std::string what = "departing at P + " + std::to_string(depart);
+    EXPECT_EQ(engine.ReusablePrefix(seq, next), expected) << what;
+    const GenerateResult warm = engine.Continue(seq, next, go);
+    EXPECT_EQ(warm.stats.cached_tokens, expected) << what;
+    ExpectColdRunEquals(engine, seq, warm, next, go, what);
+  }
+}
+
+// The same under DFlash: a verify's rejected rows are cut before the next Forward, so the
+// checkpoints taken between cycles hold committed positions only.
+TEST(HybridPrefixReuse, IntervalCheckpointsUnderDflashHoldCommittedPositions) {
+  Engine engine = MakeEngine("qwen35-tiny", 4, "dflash-qwen35", 12, 3);
+  const std::vector<int32_t> first = ReadGolden("qwen35-tiny").I32("prompt1.ids");
+  const int P = static_cast<int>(first.size());
+  GenerateOptions go;
+  go.max_new_tokens = 24;
+  go.ignore_stop = true;
+  go.block_size = 4;
+  go.policy = SpecPolicy::kAlways;
+  for (int depart : {7, 15, 22}) {
+    Sequence seq = engine.NewSequence();
+    const GenerateResult reply = engine.Continue(seq, first, go);
+    ASSERT_GT(reply.stats.cycles, 0);
+    std::vector<int32_t> next = first;
+    next.insert(next.end(), reply.tokens.begin(), reply.tokens.begin() + depart);
+    next.push_back((reply.tokens[depart] + 1) % 256);
+    const std::string what = "departing at P + " + std::to_string(depart);
+    const int reuse = engine.ReusablePrefix(seq, next);
+    // Checkpoints lie at most interval + block - 1 positions apart (a cycle commits up to a block).
+    EXPECT_LE(reuse, P + depart) << what;
+    EXPECT_GT(reuse, P + depart - (3 + 4)) << what;
+    const GenerateResult warm = engine.Continue(seq, next, go);
+    EXPECT_EQ(warm.stats.cached_tokens, reuse) << what;
+    ExpectColdRunEquals(engine, seq, warm, next, go, what);
+  }
+}
+
+// A sequence's bytes, as the server budgets them (Engine::cache_bytes, SlotPool), are what its
+// state holds: the KV of the full-attention layers, two copies of every linear layer's conv
+// and recurrent state (before and after the last Forward), the row log, and one more copy per
+// checkpoint of the ring.
+TEST(HybridMemory, SequenceBytesCountEveryCopyAndCheckpoint) {
+  size_t bytes[2] = {};
+  TargetConfig c;
+  for (int ring : {0, 5}) {
+    Engine engine = MakeEngine("qwen35-tiny", 4, "dflash-qwen35", ring, 4);
+    Sequence seq = engine.NewSequence();
+    EXPECT_EQ(engine.cache_bytes(), seq.target->bytes() + seq.draft.bytes()) << ring;
+    serve::SlotPool pool(engine, 1, 2);
+    EXPECT_EQ(pool.sequence_bytes(), engine.cache_bytes()) << ring;
+    bytes[ring > 0] = engine.cache_bytes();
+    c = engine.target_config();
+  }
+  const LinearAttentionConfig& l = c.linear;
+  const size_t conv_dim = 2 * l.num_key_heads * l.key_head_dim + l.num_value_heads * l.value_head_dim;
+  const size_t one_copy = (l.conv_kernel - 1) * conv_dim + static_cast<size_t>(l.num_value_heads) * l.key_head_dim * l.value_head_dim;
+  const size_t linear = std::count(c.decoder.layer_linear.begin(), c.decoder.layer_linear.end(), true);
+  EXPECT_EQ(bytes[1] - bytes[0], 5 * linear * one_copy * sizeof(float));
 }
 
 // The tiny DFlash draft made by z-lab's package for a hybrid target: its block logits.

@@ -391,7 +391,7 @@ TEST(Metrics, CountsAcceptancePerDraftPosition) {
   r.finish_reason = FinishReason::kStop;
   m.Record(r);
   m.CountRequest("chat", 200);
-  const std::string text = m.Render(1, 0, 0);
+  const std::string text = m.Render(PoolGauges{1, 0, 0, 0, 0});
   EXPECT_NE(text.find("dflash_spec_position_accepted_total{position=\"1\"} 2\n"), std::string::npos) << text;
   EXPECT_NE(text.find("dflash_spec_position_accepted_total{position=\"2\"} 2\n"), std::string::npos);
   EXPECT_NE(text.find("dflash_spec_position_accepted_total{position=\"3\"} 0\n"), std::string::npos);

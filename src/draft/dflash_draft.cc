@@ -204,26 +204,14 @@ void DFlashDraft::TruncateContext(int pos) {
   bound_->length = std::min(bound_->length, std::max(pos, 0));
 }
 
-void DFlashDraft::LayerAttention(int layer, int B, int pos) {
+void DFlashDraft::LayerAttention(int layer, int B, int pos, StageClock& clock) {
   const DecoderConfig& d = cfg_.decoder;
   const DecoderLayerWeights& w = layers_[layer];
-  const float eps = static_cast<float>(d.rms_norm_eps);
-  float* k_rows = k_new_.data();
-  const ops::MatMulOutput qkv[] = {{&w.q_proj, BiasOrNull(w.q_bias), q_.data()},
-                                    {&w.k_proj, BiasOrNull(w.k_bias), k_rows},
-                                    {&w.v_proj, BiasOrNull(w.v_bias), v_new_.data()}};
-  ops::MatMulShared(xn_.data(), B, qkv, pool_);
-  pool_.ParallelFor(B, [&](int64_t j) {
-    float* q = q_.data() + static_cast<size_t>(j) * q_dim_;
-    float* k = k_rows + static_cast<size_t>(j) * kv_dim_;
-    ops::RmsNorm(q, d.num_heads, d.head_dim, w.q_norm.data(), eps, q);
-    ops::RmsNorm(k, d.num_kv_heads, d.head_dim, w.k_norm.data(), eps, k);
-    rope_.Apply(q, d.num_heads, pos + static_cast<int>(j));
-    rope_.Apply(k, d.num_kv_heads, pos + static_cast<int>(j));
-  });
   // The block's own rows sit after the context for this pass only.
-  Store(k_rows, B, bound_->length, true, Cache(bound_->k, layer));
-  Store(v_new_.data(), B, bound_->length, false, Cache(bound_->v, layer));
+  ProjectQkv(w, d, rope_, xn_.data(), B, pos, q_.data(), k_new_.data(), v_new_.data(), pool_, clock, [&](int64_t j) {
+    Store(k_new_.data() + j * kv_dim_, 1, bound_->length + static_cast<int>(j), true, Cache(bound_->k, layer));
+    Store(v_new_.data() + j * kv_dim_, 1, bound_->length + static_cast<int>(j), false, Cache(bound_->v, layer));
+  });
   const int window = d.layer_window[layer];
   const bool causal = cfg_.layer_causal[layer];
   const int total = bound_->length + B;
@@ -240,11 +228,8 @@ void DFlashDraft::LayerAttention(int layer, int B, int pos) {
     key_begin_[j] = begin;
     key_end_[j] = end;
   }
-  ops::AttentionShape shape{d.num_heads, d.num_kv_heads, d.head_dim,
-                            1.0f / std::sqrt(static_cast<float>(d.head_dim))};
-  ops::Attention(q_.data(), B, q_dim_, shape, View(layer), key_begin_.data(), key_end_.data(), attn_.data(), q_dim_,
-                 pool_);
-  ops::MatMul(attn_.data(), B, w.o_proj, BiasOrNull(w.o_bias), xn_.data(), pool_);
+  AttendAndProject(w, d, q_.data(), B, View(layer), key_begin_.data(), key_end_.data(), attn_.data(), xn_.data(), pool_,
+                   clock);
 }
 
 void DFlashDraft::Propose(int32_t anchor, int pos, int B, int proposals) {
@@ -262,31 +247,25 @@ void DFlashDraft::Propose(int32_t anchor, int pos, int B, int proposals) {
       for (int64_t i = 0; i < H; ++i) x_[j * H + i] *= scale;
     }
   }
-  // Row-local work over the pool by rows, as in the target (model/qwen3.cc).
-  const auto norm = [&](int64_t j, const std::vector<float>& weight) {
-    ops::RmsNorm(x_.data() + j * H, 1, H, weight.data(), eps, xn_.data() + j * H);
-  };
-  const auto add = [&](int64_t j) { ops::AddInPlace(x_.data() + j * H, xn_.data() + j * H, H); };
-  for (int l = 0; l < d.num_layers; ++l) {
-    const DecoderLayerWeights& w = layers_[l];
-    pool_.ParallelFor(B, [&](int64_t j) { norm(j, w.input_norm); });
-    if (convs_) convs_->Prepare(l, DynamicConvs::kAttention, xn_.data(), B, pool_);
-    LayerAttention(l, B, pos);
-    if (convs_) convs_->Finish(l, DynamicConvs::kAttention, xn_.data(), B, pool_);
-    pool_.ParallelFor(B, [&](int64_t j) {
-      add(j);
-      norm(j, w.post_attention_norm);
-    });
-    if (convs_) convs_->Prepare(l, DynamicConvs::kMlp, xn_.data(), B, pool_);
-    const ops::MatMulOutput gate_up[] = {{&w.gate_proj, nullptr, gate_.data()}, {&w.up_proj, nullptr, up_.data()}};
-    ops::MatMulShared(xn_.data(), B, gate_up, pool_);
-    pool_.ParallelFor(B, [&](int64_t j) {
-      ops::SiluMul(gate_.data() + j * I, up_.data() + j * I, I, gate_.data() + j * I);
-    });
-    ops::MatMul(gate_.data(), B, w.down_proj, nullptr, xn_.data(), pool_);
-    if (convs_) convs_->Finish(l, DynamicConvs::kMlp, xn_.data(), B, pool_);
-    pool_.ParallelFor(B, add);
-  }
+  StageClock clock(nullptr);  // a draft pass is timed whole, by the loop
+  const ResidualStream stream{x_.data(), xn_.data(), B, H, eps, pool_};
+  RunLayers(std::span<const DecoderLayerWeights>(layers_), stream, nullptr, clock,
+            [&](int l) {
+              if (convs_) convs_->Prepare(l, DynamicConvs::kAttention, xn_.data(), B, pool_);
+              LayerAttention(l, B, pos, clock);
+              if (convs_) convs_->Finish(l, DynamicConvs::kAttention, xn_.data(), B, pool_);
+            },
+            [&](int l) {
+              const DecoderLayerWeights& w = layers_[l];
+              if (convs_) convs_->Prepare(l, DynamicConvs::kMlp, xn_.data(), B, pool_);
+              const ops::MatMulOutput gate_up[] = {{&w.gate_proj, nullptr, gate_.data()}, {&w.up_proj, nullptr, up_.data()}};
+              ops::MatMulShared(xn_.data(), B, gate_up, pool_);
+              pool_.ParallelFor(B, [&](int64_t j) {
+                ops::SiluMul(gate_.data() + j * I, up_.data() + j * I, I, gate_.data() + j * I);
+              });
+              ops::MatMul(gate_.data(), B, w.down_proj, nullptr, xn_.data(), pool_);
+              if (convs_) convs_->Finish(l, DynamicConvs::kMlp, xn_.data(), B, pool_);
+            });
   ops::RmsNorm(x_.data() + H, proposals, H, final_norm_.data(), eps, xn_.data());
   ops::MatMul(xn_.data(), proposals, target_.lm_head(), nullptr, logits_.data(), pool_);
   const float mult = static_cast<float>(cfg_.output_multiplier);

@@ -89,7 +89,7 @@ class DFlashDraft final : public Drafter {
 
  private:
   void Compact();
-  void LayerAttention(int layer, int B, int pos);
+  void LayerAttention(int layer, int B, int pos, StageClock& clock);
   // One layer's keys or values in the bound context, as attention reads them.
   uint8_t* Cache(std::vector<uint8_t>& kv, int layer) const { return kv.data() + static_cast<size_t>(layer) * layer_bytes_; }
   ops::KvView View(int layer) const;

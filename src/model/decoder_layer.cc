@@ -1,5 +1,7 @@
 #include "model/decoder_layer.h"
 
+#include <cmath>
+
 namespace dflash {
 
 DecoderLayerWeights LoadDecoderLayer(const TensorStore& store, const std::string& prefix,
@@ -39,5 +41,32 @@ DecoderLayerWeights LoadDecoderLayer(const TensorStore& store, const std::string
 }
 
 const float* BiasOrNull(const std::vector<float>& bias) { return bias.empty() ? nullptr : bias.data(); }
+
+void ResidualStream::Norm(const std::vector<float>& weight) const {
+  pool.ParallelFor(n, [&](int64_t r) { ops::RmsNorm(x + r * hidden, 1, hidden, weight.data(), eps, xn + r * hidden); });
+}
+
+void ResidualStream::AddNorm(const std::vector<float>& weight) const {
+  pool.ParallelFor(n, [&](int64_t r) {
+    ops::AddInPlace(x + r * hidden, xn + r * hidden, hidden);
+    ops::RmsNorm(x + r * hidden, 1, hidden, weight.data(), eps, xn + r * hidden);
+  });
+}
+
+void ResidualStream::Add() const {
+  pool.ParallelFor(n, [&](int64_t r) { ops::AddInPlace(x + r * hidden, xn + r * hidden, hidden); });
+}
+
+void AttendAndProject(const DecoderLayerWeights& w, const DecoderConfig& c, const float* q, int n,
+                      const ops::KvView& kv, const int32_t* key_begin, const int32_t* key_end, float* attn,
+                      float* out, ThreadPool& pool, StageClock& clock) {
+  const int q_dim = c.num_heads * c.head_dim;
+  const ops::AttentionShape shape{c.num_heads, c.num_kv_heads, c.head_dim,
+                                  1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  ops::Attention(q, n, q_dim, shape, kv, key_begin, key_end, attn, q_dim, pool);
+  clock.Mark(PassStage::kAttention);
+  ops::MatMul(attn, n, w.o_proj, BiasOrNull(w.o_bias), out, pool);
+  clock.Mark(PassStage::kOProj);
+}
 
 }  // namespace dflash

@@ -85,39 +85,18 @@ void Qwen3Model::FillSyntheticKv(int length) {
 void Qwen3Model::Attention(int layer, int n, StageClock& clock) {
   const DecoderLayerWeights& w = layers_[layer];
   const int pos0 = kv_->filled;
+  const int window = cfg_.layer_window[layer];
   uint8_t* k_layer = kv_layout_.Keys(*kv_, layer);
   uint8_t* v_layer = kv_layout_.Values(*kv_, layer);
-  float* k_rows = k_new_.data();
-  float* v_rows = v_new_.data();
-
-  const ops::MatMulOutput qkv[] = {{&w.q_proj, BiasOrNull(w.q_bias), q_.data()},
-                                    {&w.k_proj, BiasOrNull(w.k_bias), k_rows},
-                                    {&w.v_proj, BiasOrNull(w.v_bias), v_rows}};
-  ops::MatMulShared(xn_.data(), n, qkv, pool_);
-  clock.Mark(PassStage::kQkv);
-  const float eps = static_cast<float>(cfg_.rms_norm_eps);
-  const int window = cfg_.layer_window[layer];
-  pool_.ParallelFor(n, [&](int64_t r) {
+  ProjectQkv(w, cfg_, rope_, xn_.data(), n, pos0, q_.data(), k_new_.data(), v_new_.data(), pool_, clock, [&](int64_t r) {
     const int pos = pos0 + static_cast<int>(r);
-    float* q = q_.data() + static_cast<size_t>(r) * q_dim_;
-    float* k = k_rows + static_cast<size_t>(r) * kv_dim_;
-    ops::RmsNorm(q, cfg_.num_heads, cfg_.head_dim, w.q_norm.data(), eps, q);
-    ops::RmsNorm(k, cfg_.num_kv_heads, cfg_.head_dim, w.k_norm.data(), eps, k);
-    rope_.Apply(q, cfg_.num_heads, pos);
-    rope_.Apply(k, cfg_.num_kv_heads, pos);
     key_begin_[r] = window > 0 ? std::max(0, pos - window + 1) : 0;
     key_end_[r] = pos + 1;
-    kv_layout_.Store(k, 1, pos, /*keys=*/true, k_layer);
-    kv_layout_.Store(v_rows + static_cast<size_t>(r) * kv_dim_, 1, pos, /*keys=*/false, v_layer);
+    kv_layout_.Store(k_new_.data() + r * kv_dim_, 1, pos, /*keys=*/true, k_layer);
+    kv_layout_.Store(v_new_.data() + r * kv_dim_, 1, pos, /*keys=*/false, v_layer);
   });
-  ops::AttentionShape shape{cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim,
-                            1.0f / std::sqrt(static_cast<float>(cfg_.head_dim))};
-  const ops::KvView kv = kv_layout_.View(*kv_, layer);
-  clock.Mark(PassStage::kOther);
-  ops::Attention(q_.data(), n, q_dim_, shape, kv, key_begin_.data(), key_end_.data(), attn_.data(), q_dim_, pool_);
-  clock.Mark(PassStage::kAttention);
-  ops::MatMul(attn_.data(), n, w.o_proj, BiasOrNull(w.o_bias), xn_.data(), pool_);
-  clock.Mark(PassStage::kOProj);
+  AttendAndProject(w, cfg_, q_.data(), n, kv_layout_.View(*kv_, layer), key_begin_.data(), key_end_.data(),
+                   attn_.data(), xn_.data(), pool_, clock);
 }
 
 void Qwen3Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
@@ -132,33 +111,9 @@ void Qwen3Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
   EmbedTokens(embed_, tokens, cfg_.vocab_size, H, x_.data());
   const FeatureCapture capture{options_.capture_layers, H, features_.data()};
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
-  // The row-local work between the matrix products (norms, RoPE, KV stores, residual adds,
-  // SwiGLU) runs over the pool by rows: serial, it took 1.5 ms of a 16-row pass at 512 context
-  // (6%) while the other threads waited.
-  const auto residual_norm = [&](int64_t r, const std::vector<float>& norm) {
-    float* x = x_.data() + r * H;
-    float* xn = xn_.data() + r * H;
-    ops::AddInPlace(x, xn, H);
-    ops::RmsNorm(x, 1, H, norm.data(), eps, xn);
-  };
-  pool_.ParallelFor(n, [&](int64_t r) {
-    ops::RmsNorm(x_.data() + r * H, 1, H, layers_[0].input_norm.data(), eps, xn_.data() + r * H);
-  });
-  for (int l = 0; l < cfg_.num_layers; ++l) {
-    const DecoderLayerWeights& w = layers_[l];
-    clock.Mark(PassStage::kOther);
-    Attention(l, n, clock);
-    pool_.ParallelFor(n, [&](int64_t r) { residual_norm(r, w.post_attention_norm); });
-    clock.Mark(PassStage::kOther);
-    Mlp(w, n, clock);
-    if (l == cfg_.num_layers - 1) {
-      pool_.ParallelFor(n, [&](int64_t r) { ops::AddInPlace(x_.data() + r * H, xn_.data() + r * H, H); });
-    } else {
-      // The residual add, then the next layer's input norm.
-      pool_.ParallelFor(n, [&](int64_t r) { residual_norm(r, layers_[l + 1].input_norm); });
-      capture.Copy(l, x_.data(), n);
-    }
-  }
+  const ResidualStream stream{x_.data(), xn_.data(), n, H, eps, pool_};
+  RunLayers(std::span<const DecoderLayerWeights>(layers_), stream, &capture, clock,
+            [&](int l) { Attention(l, n, clock); }, [&](int l) { Mlp(layers_[l], n, clock); });
   kv_->filled += n;
   FinishPass(x_.data(), xn_.data(), n, all_logits, final_norm_, eps, cfg_.num_layers, capture, lm_head_, logits_.data(),
              pool_, clock);

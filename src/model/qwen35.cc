@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/decoder_layer.h"
 #include "model/pass_ends.h"
 #include "ops/ops.h"
 
@@ -22,15 +23,25 @@ void Copy(const std::vector<float>& from, std::vector<float>& to) { std::copy(fr
 }  // namespace
 
 size_t HybridState::bytes() const {
-  size_t floats = log_qkv.size() + log_decay.size() + log_beta.size() + saved_conv.size() + saved_rec.size();
+  size_t floats = log_qkv.size() + log_decay.size() + log_beta.size();
   for (int i = 0; i < 2; ++i) floats += conv[i].size() + rec[i].size();
+  for (const StateCheckpoint& c : checkpoints) floats += c.conv.size() + c.rec.size();
   return kv.bytes() + floats * sizeof(float);
+}
+
+const StateCheckpoint* HybridState::CheckpointWithin(int length) const {
+  const StateCheckpoint* best = nullptr;
+  for (const StateCheckpoint& c : checkpoints) {
+    if (c.length >= 0 && c.length <= length && (!best || c.length > best->length)) best = &c;
+  }
+  return best;
 }
 
 int HybridState::RestorablePrefix(int length) const {
   if (length >= kv.filled) return kv.filled;
   if (length >= forward_start) return length;  // a prefix of the last Forward's rows: replayed
-  return std::max(0, saved_length <= length ? saved_length : 0);
+  const StateCheckpoint* c = CheckpointWithin(length);
+  return c ? c->length : 0;
 }
 
 namespace {
@@ -54,11 +65,19 @@ void HybridState::Save(const ByteSink& out) const {
   kv.Save(out);
   SaveFloats(conv[current], out);
   SaveFloats(rec[current], out);
-  const int32_t checkpoint = saved_length;
-  out(&checkpoint, sizeof(checkpoint));
-  if (checkpoint >= 0) {
-    SaveFloats(saved_conv, out);
-    SaveFloats(saved_rec, out);
+  std::vector<const StateCheckpoint*> kept;
+  for (const StateCheckpoint& c : checkpoints) {
+    if (c.length >= 0) kept.push_back(&c);
+  }
+  // Longest first, so that a state with a smaller ring loads the ones most likely to be used.
+  std::sort(kept.begin(), kept.end(), [](const StateCheckpoint* a, const StateCheckpoint* b) { return a->length > b->length; });
+  const int32_t count = static_cast<int32_t>(kept.size());
+  out(&count, sizeof(count));
+  for (const StateCheckpoint* c : kept) {
+    const int32_t length = c->length;
+    out(&length, sizeof(length));
+    SaveFloats(c->conv, out);
+    SaveFloats(c->rec, out);
   }
 }
 
@@ -66,7 +85,7 @@ void HybridState::Load(const ByteSource& in) {
   // Empty (zero state, no checkpoint) until every byte is in: the new state goes to the other
   // copy and becomes current at the end.
   kv.filled = forward_start = forward_rows = 0;
-  saved_length = -1;
+  for (StateCheckpoint& c : checkpoints) c.length = -1;
   std::fill(conv[current].begin(), conv[current].end(), 0.0f);
   std::fill(rec[current].begin(), rec[current].end(), 0.0f);
   const int next = 1 - current;
@@ -75,16 +94,21 @@ void HybridState::Load(const ByteSource& in) {
   kv.filled = 0;
   LoadFloats(conv[next], in, "conv state");
   LoadFloats(rec[next], in, "recurrent state");
-  int32_t checkpoint = 0;
-  in(&checkpoint, sizeof(checkpoint));
-  if (checkpoint < -1 || checkpoint > length) Fail("hybrid state: checkpoint at ", checkpoint, " of ", length, " positions");
-  if (checkpoint >= 0) {
-    LoadFloats(saved_conv, in, "checkpoint conv state");
-    LoadFloats(saved_rec, in, "checkpoint recurrent state");
+  int32_t count = 0;
+  in(&count, sizeof(count));
+  if (count < 0 || count > length + 1) Fail("hybrid state: ", count, " checkpoints in a state of ", length, " positions");
+  std::vector<int32_t> lengths(count);
+  StateCheckpoint beyond_ring{-1, std::vector<float>(conv[next].size()), std::vector<float>(rec[next].size())};
+  for (int32_t i = 0; i < count; ++i) {
+    in(&lengths[i], sizeof(int32_t));
+    if (lengths[i] < 0 || lengths[i] > length) Fail("hybrid state: checkpoint at ", lengths[i], " of ", length, " positions");
+    StateCheckpoint& c = i < static_cast<int32_t>(checkpoints.size()) ? checkpoints[i] : beyond_ring;
+    LoadFloats(c.conv, in, "checkpoint conv state");
+    LoadFloats(c.rec, in, "checkpoint recurrent state");
   }
   current = next;
   kv.filled = forward_start = length;
-  saved_length = checkpoint;
+  for (int32_t i = 0; i < count && i < static_cast<int32_t>(checkpoints.size()); ++i) checkpoints[i].length = lengths[i];
 }
 
 Qwen35Model::Qwen35Model(const TargetConfig& config, const TensorStore& store, const TargetOptions& options,
@@ -107,6 +131,10 @@ Qwen35Model::Qwen35Model(const TargetConfig& config, const TensorStore& store, c
     Fail("target: KV cache type ", DTypeName(options_.kv_type), " is not f32, f16 or bf16");
   if (options_.kv_type == DType::kBF16 && cfg_.head_dim % 2 != 0)
     Fail(store.origin(), ": a bf16 KV cache pairs head dims, head_dim ", cfg_.head_dim, " is odd (use --kv-type f16)");
+  if (options_.checkpoints < 0 || options_.checkpoint_interval < 0) {
+    Fail("target: state checkpoints ", options_.checkpoints, " every ", options_.checkpoint_interval,
+         " positions: neither may be negative");
+  }
   if (cfg_.attention_bias) Fail(store.origin(), ": attention_bias is not supported for Qwen3.5 hybrids");
   for (int id : options_.capture_layers) {
     if (id < 0 || id >= cfg_.num_layers) Fail(store.origin(), ": capture layer ", id, " out of range");
@@ -177,26 +205,34 @@ std::unique_ptr<TargetState> Qwen35Model::NewState() const {
     s->conv[i].assign(L * deltanet_.conv_floats(), 0.0f);
     s->rec[i].assign(L * deltanet_.recurrent_floats(), 0.0f);
   }
-  s->saved_conv.assign(s->conv[0].size(), 0.0f);
-  s->saved_rec.assign(s->rec[0].size(), 0.0f);
+  s->checkpoints.resize(options_.checkpoints);
+  for (StateCheckpoint& c : s->checkpoints) {
+    c.conv.assign(s->conv[0].size(), 0.0f);
+    c.rec.assign(s->rec[0].size(), 0.0f);
+  }
   s->log_qkv.assign(L * R * deltanet_.conv_dim(), 0.0f);
   s->log_decay.assign(L * R * deltanet_.value_heads(), 0.0f);
   s->log_beta.assign(s->log_decay.size(), 0.0f);
   return s;
 }
 
+size_t Qwen35Model::checkpoint_bytes() const {
+  return linear_layers_ * (deltanet_.conv_floats() + deltanet_.recurrent_floats()) * sizeof(float);
+}
+
 size_t Qwen35Model::state_bytes() const {
   const size_t L = linear_layers_, R = options_.max_rows;
-  const size_t states = deltanet_.conv_floats() + deltanet_.recurrent_floats();  // one copy of one layer's
   const size_t log = R * (deltanet_.conv_dim() + 2 * static_cast<size_t>(deltanet_.value_heads()));
-  return kv_layout_.bytes() + L * (3 * states + log) * sizeof(float);  // two copies and the checkpoint
+  const size_t copies = 2 + static_cast<size_t>(options_.checkpoints);  // before and after a Forward, the checkpoints
+  return kv_layout_.bytes() + L * log * sizeof(float) + copies * checkpoint_bytes();
 }
 
 void Qwen35Model::Bind(TargetState* state) {
   HybridState* next = state ? dynamic_cast<HybridState*>(state) : own_state_.get();
   if (!next || !kv_layout_.Made(next->kv) ||
       next->rec[0].size() != static_cast<size_t>(linear_layers_) * deltanet_.recurrent_floats() ||
-      next->log_qkv.size() != static_cast<size_t>(linear_layers_) * options_.max_rows * deltanet_.conv_dim()) {
+      next->log_qkv.size() != static_cast<size_t>(linear_layers_) * options_.max_rows * deltanet_.conv_dim() ||
+      next->checkpoints.size() != static_cast<size_t>(options_.checkpoints)) {
     Fail("target: bound state was not made by this model");
   }
   state_ = next;
@@ -221,7 +257,9 @@ void Qwen35Model::Truncate(int length) {
   HybridState& s = *state_;
   if (length < 0 || length > s.kv.filled) Fail("target: cannot truncate a state of ", s.kv.filled, " positions to ", length);
   if (length == s.kv.filled) return;
-  if (s.saved_length > length) s.saved_length = -1;  // its tokens may change from here
+  for (StateCheckpoint& c : s.checkpoints) {
+    if (c.length > length) c.length = -1;  // its tokens may change from here
+  }
   if (length >= s.forward_start) {
     const int rows = length - s.forward_start;
     for (int l = 0; l < cfg_.num_layers; ++l) {
@@ -230,29 +268,37 @@ void Qwen35Model::Truncate(int length) {
       deltanet_.Replay(layers_[l].linear, rows, st);
     }
     s.forward_rows = rows;
-  } else if (length == s.saved_length) {
-    Copy(s.saved_conv, s.conv[s.current]);
-    Copy(s.saved_rec, s.rec[s.current]);
+  } else {
+    const StateCheckpoint* c = s.CheckpointWithin(length);
+    if (c && c->length == length) {
+      Copy(c->conv, s.conv[s.current]);
+      Copy(c->rec, s.rec[s.current]);
+    } else if (length == 0) {
+      std::fill(s.conv[s.current].begin(), s.conv[s.current].end(), 0.0f);
+      std::fill(s.rec[s.current].begin(), s.rec[s.current].end(), 0.0f);
+    } else {
+      Fail("target: a recurrent state of ", s.kv.filled, " positions cannot be restored to ", length,
+           " (restorable: ", s.RestorablePrefix(length), ")");
+    }
     s.forward_start = length;
     s.forward_rows = 0;
-  } else if (length == 0) {
-    std::fill(s.conv[s.current].begin(), s.conv[s.current].end(), 0.0f);
-    std::fill(s.rec[s.current].begin(), s.rec[s.current].end(), 0.0f);
-    s.forward_start = 0;
-    s.forward_rows = 0;
-  } else {
-    Fail("target: a recurrent state of ", s.kv.filled, " positions cannot be restored to ", length,
-         " (restorable: ", s.RestorablePrefix(length), ")");
   }
   s.kv.filled = length;
 }
 
-void Qwen35Model::Checkpoint() {
-  HybridState& s = *state_;
-  Copy(s.conv[s.current], s.saved_conv);
-  Copy(s.rec[s.current], s.saved_rec);
-  s.saved_length = s.kv.filled;
+void Qwen35Model::SaveCheckpoint(HybridState& s) const {
+  if (s.checkpoints.empty()) return;
+  StateCheckpoint* slot = &s.checkpoints[0];
+  for (StateCheckpoint& c : s.checkpoints) {
+    if (c.length == s.kv.filled) return;  // already kept
+    if (c.length < slot->length) slot = &c;
+  }
+  Copy(s.conv[s.current], slot->conv);
+  Copy(s.rec[s.current], slot->rec);
+  slot->length = s.kv.filled;
 }
+
+void Qwen35Model::Checkpoint() { SaveCheckpoint(*state_); }
 
 void Qwen35Model::FillSyntheticKv(int length) {
   if (!state_) Fail("target: FillSyntheticKv without a state bound");
@@ -263,7 +309,7 @@ void Qwen35Model::FillSyntheticKv(int length) {
   kv_layout_.FillSynthetic(state_->kv, length);
   state_->forward_start = length;
   state_->forward_rows = 0;
-  state_->saved_length = -1;
+  for (StateCheckpoint& c : state_->checkpoints) c.length = -1;
 }
 
 std::span<const float> Qwen35Model::ConvState(int j) const {
@@ -330,6 +376,12 @@ void Qwen35Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
   if (s.kv.filled + n > options_.kv_capacity) {
     Fail("context full: ", s.kv.filled + n, " positions needed, KV cache holds ", options_.kv_capacity);
   }
+  // Every position before a Forward is committed (the loop truncates a verify's rejected rows
+  // before the next one), so the state here may be kept.
+  if (options_.checkpoint_interval > 0 && s.kv.filled > 0) {
+    const StateCheckpoint* last = s.CheckpointWithin(s.kv.filled);
+    if (s.kv.filled - (last ? last->length : 0) >= options_.checkpoint_interval) SaveCheckpoint(s);
+  }
   StageClock clock(profile_);
   EmbedTokens(embed_, tokens, cfg_.vocab_size, H, x_.data());
   const FeatureCapture capture{options_.capture_layers, H, features_.data()};
@@ -338,26 +390,18 @@ void Qwen35Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
   s.forward_start = s.kv.filled;
   s.forward_rows = n;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
-  const auto residual_norm = [&](int64_t r, const std::vector<float>& norm) {
-    float* x = x_.data() + r * H;
-    float* xn = xn_.data() + r * H;
-    ops::AddInPlace(x, xn, H);
-    ops::RmsNorm(x, 1, H, norm.data(), eps, xn);
-  };
-  pool_.ParallelFor(n, [&](int64_t r) {
-    ops::RmsNorm(x_.data() + r * H, 1, H, layers_[0].input_norm.data(), eps, xn_.data() + r * H);
-  });
-  for (int l = 0; l < cfg_.num_layers; ++l) {
+  const ResidualStream stream{x_.data(), xn_.data(), n, H, eps, pool_};
+  const auto mixer = [&](int l) {
     const Layer& w = layers_[l];
-    clock.Mark(PassStage::kOther);
     if (cfg_.layer_linear[l]) {
       GatedDeltaNetState st = LinearSlot(s, w.slot);
       deltanet_.Forward(w.linear, xn_.data(), n, st, xn_.data(), clock);
     } else {
       Attention(w, n, clock);
     }
-    pool_.ParallelFor(n, [&](int64_t r) { residual_norm(r, w.post_attention_norm); });
-    clock.Mark(PassStage::kOther);
+  };
+  const auto mlp = [&](int l) {
+    const Layer& w = layers_[l];
     const ops::MatMulOutput gate_up[] = {{&w.gate_proj, nullptr, gate_.data()}, {&w.up_proj, nullptr, up_.data()}};
     ops::MatMulShared(xn_.data(), n, gate_up, pool_);
     clock.Mark(PassStage::kGateUp);
@@ -365,13 +409,8 @@ void Qwen35Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
     clock.Mark(PassStage::kOther);
     ops::MatMul(gate_.data(), n, w.down_proj, nullptr, xn_.data(), pool_);
     clock.Mark(PassStage::kDown);
-    if (l == cfg_.num_layers - 1) {
-      pool_.ParallelFor(n, [&](int64_t r) { ops::AddInPlace(x_.data() + r * H, xn_.data() + r * H, H); });
-    } else {
-      pool_.ParallelFor(n, [&](int64_t r) { residual_norm(r, layers_[l + 1].input_norm); });
-      capture.Copy(l, x_.data(), n);
-    }
-  }
+  };
+  RunLayers(std::span<const Layer>(layers_), stream, &capture, clock, mixer, mlp);
   s.kv.filled += n;
   FinishPass(x_.data(), xn_.data(), n, all_logits, final_norm_, eps, cfg_.num_layers, capture, lm_head_, logits_.data(),
              pool_, clock);

@@ -9,7 +9,10 @@
 // cut back, so each Forward writes the new state beside the old one and logs its rows' inputs;
 // a verify that accepts a of its rows replays those a rows onto the old state (the same
 // function on the same inputs as the Forward, so the same bits as decoding them one by one).
-// Prefix reuse further back restores the checkpoint taken at the end of the last prompt.
+// Prefix reuse further back restores the longest checkpoint inside the common prefix: one is
+// taken at the end of each prompt and one every checkpoint_interval positions (Qwen3.5's
+// template drops a reply's reasoning from the next turn's prompt, so a conversation often
+// departs from the cached sequence inside the last reply), a ring of them per sequence.
 #pragma once
 
 #include <memory>
@@ -25,6 +28,13 @@
 
 namespace dflash {
 
+// The linear layers' conv and recurrent state after the first `length` positions, kept so that
+// a later prompt that departs from this sequence after them resumes there.
+struct StateCheckpoint {
+  int length = -1;  // -1: empty
+  std::vector<float> conv, rec;
+};
+
 // One sequence's state of a hybrid target.
 struct HybridState final : TargetState {
   KvCache kv;                          // the full-attention layers', in layer order; kv.filled = positions
@@ -32,12 +42,15 @@ struct HybridState final : TargetState {
   int current = 0;                     // [current] after all positions, [1 - current] before the last Forward
   int forward_start = 0, forward_rows = 0;  // the last Forward's rows, logged below
   std::vector<float> log_qkv, log_decay, log_beta;  // [linear layer][max_rows][...]
-  std::vector<float> saved_conv, saved_rec;         // the checkpoint (Checkpoint())
-  int saved_length = -1;                            // its positions; -1: none
+  // A ring of TargetOptions::checkpoints, taken at the end of each prompt (Checkpoint()) and
+  // every checkpoint_interval positions; a full ring drops its shortest.
+  std::vector<StateCheckpoint> checkpoints;
 
   size_t bytes() const override;
   int length() const override { return kv.filled; }
   int RestorablePrefix(int length) const override;
+  // The longest checkpoint of at most `length` positions (nullptr: none).
+  const StateCheckpoint* CheckpointWithin(int length) const;
   // The KV, the state after all positions and the checkpoint: a loaded state restores its
   // length and its checkpoint (not the rows of a Forward before the save).
   void Save(const ByteSink& out) const override;
@@ -59,6 +72,7 @@ class Qwen35Model final : public TargetModel {
   std::unique_ptr<TargetState> NewState() const override;
   void Bind(TargetState* state) override;
   size_t state_bytes() const override;
+  size_t checkpoint_bytes() const override;
   void FillSyntheticKv(int length) override;
   int max_rows() const override { return options_.max_rows; }
   const DecoderConfig& config() const override { return cfg_; }
@@ -85,6 +99,8 @@ class Qwen35Model final : public TargetModel {
 
   void Attention(const Layer& w, int n, StageClock& clock);
   GatedDeltaNetState LinearSlot(HybridState& s, int slot) const;
+  // Copies the current state into the ring (in place of its shortest checkpoint when full).
+  void SaveCheckpoint(HybridState& s) const;
 
   DecoderConfig cfg_;
   TargetOptions options_;

@@ -30,6 +30,13 @@ struct TargetOptions {
   // Allocate a KV cache of its own. Without one, Bind() a state (NewState) before Forward: an
   // engine serving several sequences keeps one cache per sequence and swaps the pointer.
   bool own_cache = true;
+  // A recurrent state cannot be cut back, so a hybrid keeps copies of it for prefix reuse: at
+  // the end of each prompt and every `checkpoint_interval` positions (0: only at prompt ends),
+  // at most `checkpoints` per sequence (0: none; reuse then needs the whole cached sequence).
+  // One copy is a few MiB to tens of MiB (all linear layers' state, whatever the context) and
+  // costs a memory copy; see bench/README.md "State checkpoints" for how the defaults were chosen.
+  int checkpoints = 8;
+  int checkpoint_interval = 512;
 };
 
 // One sequence's state in a target, apart from the weights: the KV cache, and a hybrid's
@@ -78,6 +85,9 @@ class TargetModel {
   virtual std::unique_ptr<TargetState> NewState() const = 0;
   virtual void Bind(TargetState* state) = 0;
   virtual size_t state_bytes() const = 0;  // one sequence's
+  // Bytes of one state checkpoint (TargetOptions::checkpoints); 0 when any prefix restores
+  // without one (a KV cache).
+  virtual size_t checkpoint_bytes() const { return 0; }
   // For cost benchmarks only: makes the cache `length` positions of synthetic keys and values (a
   // fixed pseudo-random pattern, no token's). A pass costs the same whatever the cached values
   // are (attention has no value-dependent branches), so a 16k-context cost curve needs no

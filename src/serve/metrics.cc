@@ -88,7 +88,7 @@ void Metrics::Record(const GenerationRecord& r) {
   if (s.prompt_tokens > s.cached_tokens && s.prefill_ms > 0) prefill_rate_.Observe(s.prefill_tok_s());
 }
 
-std::string Metrics::Render(int slots, int slots_busy, int queued) const {
+std::string Metrics::Render(const PoolGauges& pool) const {
   std::lock_guard<std::mutex> l(mu_);
   std::string out;
   Header(out, "dflash_requests_total", "counter", "HTTP requests by endpoint and status.");
@@ -135,11 +135,18 @@ std::string Metrics::Render(int slots, int slots_busy, int queued) const {
   Header(out, "dflash_prefill_tokens_per_second", "histogram", "Prefill speed per request (uncached tokens).");
   prefill_rate_.Render("dflash_prefill_tokens_per_second", out);
   Header(out, "dflash_slots", "gauge", "Sequence slots.");
-  Line(out, "dflash_slots", slots);
+  Line(out, "dflash_slots", pool.slots);
   Header(out, "dflash_slots_busy", "gauge", "Slots generating now.");
-  Line(out, "dflash_slots_busy", slots_busy);
+  Line(out, "dflash_slots_busy", pool.busy);
   Header(out, "dflash_requests_queued", "gauge", "Requests waiting for a slot.");
-  Line(out, "dflash_requests_queued", queued);
+  Line(out, "dflash_requests_queued", pool.queued);
+  Header(out, "dflash_saved_sequences", "gauge", "Sequences kept beyond the slots (--cache-ram).");
+  Line(out, "dflash_saved_sequences", pool.saved);
+  Header(out, "dflash_sequence_bytes", "gauge",
+         "Bytes of one sequence's caches: KV, a hybrid's recurrent state with its copies and checkpoints, draft context.");
+  Line(out, "dflash_sequence_bytes", static_cast<double>(pool.sequence_bytes));
+  Header(out, "dflash_cache_reserved_bytes", "gauge", "Bytes of every slot's and saved sequence's caches.");
+  Line(out, "dflash_cache_reserved_bytes", static_cast<double>(pool.sequence_bytes) * (pool.slots + pool.saved));
   return out;
 }
 

@@ -35,12 +35,18 @@ struct GenerationRecord {
   std::string cache_tier;  // where the reused prefix came from: "ram", "disk", or empty (none)
 };
 
+// The slot pool at the time of a scrape.
+struct PoolGauges {
+  int slots = 0, busy = 0, queued = 0, saved = 0;
+  size_t sequence_bytes = 0;  // one slot's or saved sequence's caches (SlotPool::sequence_bytes)
+};
+
 class Metrics {
  public:
   Metrics();
   void CountRequest(const std::string& endpoint, int status);
   void Record(const GenerationRecord& r);
-  std::string Render(int slots, int slots_busy, int queued) const;
+  std::string Render(const PoolGauges& pool) const;
 
  private:
   mutable std::mutex mu_;

@@ -582,8 +582,8 @@ void Server::Impl::Setup() {
     SendJson(res, 200, {{"object", "list"}, {"data", OJson::array({m})}});
   });
   Get("/metrics", "metrics", true, [this](const httplib::Request&, const std::string&, httplib::Response& res) {
-    res.set_content(metrics.Render(slots.size(), slots.busy(), slots.queued()) + (disk ? disk->RenderMetrics() : ""),
-                    "text/plain; version=0.0.4");
+    const PoolGauges pool{slots.size(), slots.busy(), slots.queued(), slots.saved(), slots.sequence_bytes()};
+    res.set_content(metrics.Render(pool) + (disk ? disk->RenderMetrics() : ""), "text/plain; version=0.0.4");
   });
   // Every API's requests become one ChatRequest, one rendering and one run; only the reply's
   // shapes (ReplyFormat) differ.

@@ -132,6 +132,11 @@ int SlotPool::busy() const {
   return n;
 }
 
+size_t SlotPool::sequence_bytes() const {
+  const Sequence& seq = slots_[0]->seq;  // swaps exchange buffers of equal sizes: any one tells
+  return seq.target->bytes() + seq.draft.bytes();
+}
+
 int SlotPool::queued() const {
   std::lock_guard<std::mutex> l(mu_);
   return queued_;

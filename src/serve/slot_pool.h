@@ -78,6 +78,10 @@ class SlotPool {
   int saved() const { return static_cast<int>(saved_.size()); }
   int busy() const;
   int queued() const;
+  // One sequence's caches as allocated: the target's state (KV; a hybrid's recurrent state, its
+  // rollback copy and row log, its checkpoints) and the draft context. Every slot and saved
+  // sequence has this size; --cache-ram is divided by it.
+  size_t sequence_bytes() const;
 
  private:
   Slot* PickIdle(std::span<const int32_t> prompt);  // with mu_ held

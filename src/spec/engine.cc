@@ -105,6 +105,8 @@ Engine::Engine(const EngineOptions& options) : options_(options), pool_(options.
   topt.kv_capacity = options.context;
   topt.max_rows = std::max(options.prefill_chunk, 16);
   topt.kv_type = options.kv_type;
+  topt.checkpoints = options.ctx_checkpoints;
+  topt.checkpoint_interval = options.checkpoint_interval;
   topt.own_cache = false;  // every sequence brings its own (Sequence)
   if (!options.draft_dir.empty()) {
     LoadedModel<DraftConfig> draft = LoadDraft(options.draft_dir);

@@ -43,6 +43,9 @@ struct EngineOptions {
   // kBF16 (attended with bf16 dot products where the CPU has them, ops.h). The CLI's default
   // is bf16 on such CPUs and f16 elsewhere.
   DType kv_type = DType::kF32;
+  // A hybrid target's recurrent-state checkpoints per sequence and their spacing (TargetOptions).
+  int ctx_checkpoints = TargetOptions().checkpoints;
+  int checkpoint_interval = TargetOptions().checkpoint_interval;
 };
 
 // Defaults a checkpoint ships in generation_config.json (and config.json's eos_token_id).

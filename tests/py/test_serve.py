@@ -25,7 +25,8 @@ QWEN3_TEMPLATE = ROOT / "tests" / "data" / "templates" / "Qwen-Qwen3-0.6B.jinja"
 
 class Server:
     def __init__(self, *extra, target=PAIR / "target", draft=PAIR / "draft"):
-        cmd = [BIN, "serve", "-m", str(target), "-d", str(draft), "--port", "0", "--threads", "1", *extra]
+        models = ["-m", str(target)] + (["-d", str(draft)] if draft else [])
+        cmd = [BIN, "serve", *models, "--port", "0", "--threads", "1", *extra]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
         self.log = []
         deadline = time.time() + 60
