@@ -3,7 +3,9 @@
 // over qwen3-tiny, tests/goldens/dflash2-tiny.safetensors holds its outputs
 // (tools/make_dflash2_fixtures.py). Then the properties the loop must keep with such a draft:
 // greedy and reproducible sampling equal plain decoding, rejection sampling has the target's
-// distribution, and broken files are refused by name.
+// distribution, and broken files are refused by name. The goldens and losslessness are checked
+// for the safetensors draft and for the GGUF llama.cpp's convert_hf_to_gguf.py makes of it
+// (tests/goldens/gguf/dflash2-tiny.llamacpp.gguf, tools/make_llamacpp_dflash_gguf.py).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "draft/dflash2_selector.h"
+#include "io/gguf.h"
+#include "io/quantize_store.h"
+#include "io/safetensors.h"
 #include "spec/engine.h"
 #include "testing/chi_square.h"
 #include "testing/files.h"
@@ -38,6 +44,7 @@ const Json& Manifest() {
   return m;
 }
 Golden DraftGolden() { return Golden(kGoldensDir / "dflash2-tiny.safetensors"); }
+const fs::path kLlamaCppGguf = kGoldensDir / "gguf" / "dflash2-tiny.llamacpp.gguf";
 
 EngineOptions Options(const fs::path& draft = kFixturesDir / "dflash2-tiny") {
   EngineOptions eo;
@@ -66,9 +73,15 @@ Drafter& ProposeGoldenBlock(Engine& engine, const Golden& g) {
 
 std::set<int32_t> AsSet(std::span<const int32_t> ids) { return {ids.begin(), ids.end()}; }
 
+// The same draft as z-lab's safetensors directory and as llama.cpp's f32 GGUF conversion of it.
+class Dflash2Forms : public ::testing::TestWithParam<fs::path> {};
+INSTANTIATE_TEST_SUITE_P(Files, Dflash2Forms,
+                         ::testing::Values(kFixturesDir / "dflash2-tiny", kLlamaCppGguf),
+                         [](const auto& info) { return info.index == 0 ? "Safetensors" : "LlamaCppGguf"; });
+
 // The convolutions and the rest of the layer: the unary logits of every row.
-TEST(Dflash2, BlockLogitsMatchZlab) {
-  Engine engine(Options());
+TEST_P(Dflash2Forms, BlockLogitsMatchZlab) {
+  Engine engine(Options(GetParam()));
   ASSERT_TRUE(engine.draft_config()->dflash2());
   testing::ExpectDraftBlockLogitsMatch(engine, DraftGolden(), kTolerance);
 }
@@ -76,8 +89,8 @@ TEST(Dflash2, BlockLogitsMatchZlab) {
 // Greedy selection: each row's candidates (as a set: torch.topk(sorted=False) has no order) and
 // the path, each row's best score given the token chosen before it. The fixture's pairwise term
 // changes 12 of the 15 rows against plain argmax, so ignoring it fails here.
-TEST(Dflash2, GreedyPathAndCandidatesMatchZlab) {
-  Engine engine(Options());
+TEST_P(Dflash2Forms, GreedyPathAndCandidatesMatchZlab) {
+  Engine engine(Options(GetParam()));
   const Golden g = DraftGolden();
   Drafter& draft = ProposeGoldenBlock(engine, g);
   const int k = draft.selector_top_k();
@@ -95,8 +108,8 @@ TEST(Dflash2, GreedyPathAndCandidatesMatchZlab) {
 
 // Sampled selection: given the path z-lab drew (torch.multinomial), each row's q =
 // softmax(scores / T) over the candidates, keyed by candidate id.
-TEST(Dflash2, SampledQRowsMatchZlabOnItsPath) {
-  Engine engine(Options());
+TEST_P(Dflash2Forms, SampledQRowsMatchZlabOnItsPath) {
+  Engine engine(Options(GetParam()));
   const Golden g = DraftGolden();
   Drafter& draft = ProposeGoldenBlock(engine, g);
   const int k = draft.selector_top_k();
@@ -127,8 +140,8 @@ TEST(Dflash2, SampledQRowsMatchZlabOnItsPath) {
 
 // z-lab's greedy dflash_generate with the DFlash2 draft: the same tokens, the same tokens per
 // cycle while blocks are whole (testing/goldens.h), and plain greedy decoding's tokens.
-TEST(Dflash2, GreedySpeculativeOutputMatchesZlabAndPlain) {
-  Engine engine(Options());
+TEST_P(Dflash2Forms, GreedySpeculativeOutputMatchesZlabAndPlain) {
+  Engine engine(Options(GetParam()));
   const Golden g = DraftGolden();
   const std::vector<int32_t> prompt = Manifest()["prompt"].get<std::vector<int32_t>>();
   GenerateOptions go;
@@ -151,8 +164,8 @@ TEST(Dflash2, GreedySpeculativeOutputMatchesZlabAndPlain) {
 
 // Lossless with the selector: greedy and reproducible sampling give plain decoding's tokens for
 // any block size and policy, penalties included (the selector's q carries none; p does).
-TEST(Dflash2, GreedyAndReproducibleSamplingEqualPlain) {
-  Engine engine(Options());
+TEST_P(Dflash2Forms, GreedyAndReproducibleSamplingEqualPlain) {
+  Engine engine(Options(GetParam()));
   const std::vector<int32_t> prompt = {3, 141, 59, 26, 53, 58, 97, 200, 17};
   SamplingParams greedy, sampled;
   sampled.temperature = 0.9;
@@ -251,6 +264,58 @@ TEST(Dflash2, RejectionSamplingHasTheTargetDistribution) {
     const auto [stat, df] = ChiSquare(Marginal(seen, keep), Marginal(joint, keep), trials);
     ASSERT_GT(df, 0);
     EXPECT_LT(stat, ChiSquareCritical(df)) << "positions of size " << keep.size();
+  }
+}
+
+// Q8_0 at load (--draft-quant / --target-quant q8_0): the fixture's codebooks have rows of
+// selector_rank = 8, not whole blocks of 32. They are read a row at a time, so they stay f32;
+// every other matrix is quantised, and speculation stays lossless in both file forms.
+TEST_P(Dflash2Forms, QuantisedDraftKeepsPartialCodebooksAndStaysLossless) {
+  ThreadPool pool(2);
+  const fs::path path = GetParam();
+  TensorStore store = path == kLlamaCppGguf ? LoadGguf(path.string()).store : LoadSafetensorsDir(path.string());
+  EXPECT_EQ(QuantizeMatrices(store, DType::kQ8_0, pool, CandidateSelector::CodebookNames()),
+            1 + 2 * (7 + 2) + 1);  // fc, per layer 7 projections + 2 kernel projections, hidden_projection
+  for (const std::string& name : store.Names()) {
+    const Tensor& t = *store.Find(name);
+    const bool codebook = name.find("_codebook") != std::string::npos;
+    if (t.shape.size() == 2) {
+      EXPECT_EQ(t.dtype, codebook ? DType::kF32 : DType::kQ8_0) << name;
+    }
+  }
+  TensorStore plain_store = path == kLlamaCppGguf ? LoadGguf(path.string()).store : LoadSafetensorsDir(path.string());
+  testing::ExpectMentions(testing::ErrorOf([&] { QuantizeMatrices(plain_store, DType::kQ8_0, pool); }),
+                          {"_codebook", "rows of 8 elements"});
+
+  // The draft alone quantised: its greedy drafts still meet the f32 target's tokens (so the
+  // quantised selector is exercised, not only the rejection path); then both quantised.
+  for (const bool target_too : {false, true}) {
+    EngineOptions eo = Options(path);
+    eo.draft_quant = DType::kQ8_0;
+    if (target_too) eo.target_quant = DType::kQ8_0;
+    Engine engine(eo);
+    const std::vector<int32_t> prompt = Manifest()["prompt"].get<std::vector<int32_t>>();
+    SamplingParams greedy, reproducible;
+    reproducible.temperature = 0.9;
+    reproducible.seed = 3;
+    reproducible.spec = SpecSampling::kReproducible;
+    for (const SamplingParams& sp : {greedy, reproducible}) {
+      SCOPED_TRACE("target q8_0 " + std::to_string(target_too) + " T " + std::to_string(sp.temperature));
+      GenerateOptions plain;
+      plain.max_new_tokens = 40;
+      plain.ignore_stop = true;
+      plain.block_size = 1;
+      plain.sampling = sp;
+      GenerateOptions spec = plain;
+      spec.block_size = engine.draft_config()->block_size;
+      spec.policy = SpecPolicy::kAlways;
+      const GenerateResult r = engine.Generate(prompt, spec);
+      EXPECT_EQ(r.tokens, engine.Generate(prompt, plain).tokens);
+      EXPECT_GT(r.stats.cycles, 0);
+      if (!target_too && sp.temperature == 0) {
+        EXPECT_GT(r.stats.accepted, 0) << "of " << r.stats.drafted;
+      }
+    }
   }
 }
 

@@ -78,9 +78,10 @@ TEST(GgufDraft, LlamaCppConvertedDraftsMatchZlabGoldens) {
 }
 
 // The converted f32 file is the safetensors draft: the same configuration, and every tensor
-// under the same name with the same shape and bytes.
+// under the same name with the same shape and bytes. (dflash2-tiny's goldens run on its GGUF in
+// dflash2_test.cc.)
 TEST(GgufDraft, LlamaCppConvertedDraftsAreTheSafetensorsDrafts) {
-  for (const std::string name : {"dflash-tiny", "dflash-sliding"}) {
+  for (const std::string name : {"dflash-tiny", "dflash-sliding", "dflash2-tiny"}) {
     const std::string path = (kGguf / (name + ".llamacpp.gguf")).string();
     const GgufModel gguf = LoadGguf(path);
     const DraftConfig a = DraftConfigFromGguf(gguf, path);
@@ -94,10 +95,18 @@ TEST(GgufDraft, LlamaCppConvertedDraftsAreTheSafetensorsDrafts) {
     EXPECT_EQ(a.decoder.num_kv_heads, b.decoder.num_kv_heads) << name;
     EXPECT_EQ(a.decoder.head_dim, b.decoder.head_dim) << name;
     EXPECT_EQ(a.decoder.rope.theta, b.decoder.rope.theta) << name;
+    EXPECT_EQ(a.dflash2(), b.dflash2()) << name;
+    EXPECT_EQ(a.conv_kernel_size, b.conv_kernel_size) << name;
+    EXPECT_EQ(a.conv_group_size, b.conv_group_size) << name;
+    EXPECT_EQ(a.selector_rank, b.selector_rank) << name;
+    EXPECT_EQ(a.selector_top_k, b.selector_top_k) << name;
     const TensorStore st = LoadSafetensorsDir((kTests / "fixtures" / name).string());
-    ASSERT_EQ(gguf.store.Names(), st.Names()) << name;
+    ASSERT_EQ(gguf.store.Names().size(), st.Names().size()) << name;
     for (const std::string& t : st.Names()) {
-      const Tensor& g = *gguf.store.Find(t);
+      // z-lab's files may name a selector codebook without ".weight"; llama.cpp always adds it.
+      const Tensor* found = gguf.store.Find(t) ? gguf.store.Find(t) : gguf.store.Find(t + ".weight");
+      ASSERT_NE(found, nullptr) << name << " " << t;
+      const Tensor& g = *found;
       const Tensor& s = *st.Find(t);
       EXPECT_EQ(g.shape, s.shape) << name << " " << t;
       ASSERT_EQ(g.nbytes, s.nbytes) << name << " " << t;
@@ -121,7 +130,7 @@ TEST(GgufDraft, RejectsLlamaCppMetadataItCannotHonour) {
   rejects("no mask token", [](Json& m) { m.erase("tokenizer.ggml.mask_token_id"); });
   rejects("no sliding pattern", [](Json& m) { m.erase("dflash.attention.sliding_window_pattern"); });
   rejects("short sliding pattern", [](Json& m) { m["dflash.attention.sliding_window_pattern"].erase(0); });
-  rejects("DFlash2", [](Json& m) { m["dflash.conv_kernel_size"] = 4; });
+  rejects("DFlash2 conv without the selector keys", [](Json& m) { m["dflash.conv_kernel_size"] = 4; });
   rejects("value scale", [](Json& m) { m["dflash.attention.value_scale"] = 0.5; });
   rejects("partial rotary", [](Json& m) { m["dflash.rope.dimension_count"] = 8; });
   rejects("M-RoPE sections", [](Json& m) { m["dflash.rope.dimension_sections"] = {4, 4, 0, 0}; });

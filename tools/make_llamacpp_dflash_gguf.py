@@ -33,7 +33,7 @@ import tempfile
 import sentencepiece as spm
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DRAFTS = {"dflash-tiny": "qwen3-tiny", "dflash-sliding": "qwen3-tiny"}
+DRAFTS = {"dflash-tiny": "qwen3-tiny", "dflash-sliding": "qwen3-tiny", "dflash2-tiny": "qwen3-tiny"}
 
 
 def target_dir_with_tokenizer(scratch, target):

@@ -20,6 +20,13 @@ const Tensor& Codebook(const TensorStore& store, const std::string& name, int64_
 
 }  // namespace
 
+std::span<const std::string> CandidateSelector::CodebookNames() {
+  static const std::string kNames[] = {
+      "candidate_selector.predecessor_codebook", "candidate_selector.predecessor_codebook.weight",
+      "candidate_selector.successor_codebook", "candidate_selector.successor_codebook.weight"};
+  return kNames;
+}
+
 CandidateSelector::CandidateSelector(const DraftConfig& config, const TensorStore& store, int vocab, int max_rows)
     : vocab_(vocab),
       hidden_(config.decoder.hidden_size),

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -22,6 +23,9 @@ class CandidateSelector {
   // Loads candidate_selector.{predecessor,successor}_codebook (with or without ".weight", as
   // published files name them either way) and candidate_selector.hidden_projection.weight.
   CandidateSelector(const DraftConfig& config, const TensorStore& store, int vocab, int max_rows);
+  // The codebooks' names in both spellings: tables read a row at a time, so load-time
+  // quantisation may leave them unquantised (QuantizeMatrices' row_lookups).
+  static std::span<const std::string> CodebookNames();
 
   int top_k() const { return top_k_; }
   // Row j's candidates from its logits ([n][vocab]) and final-normed hidden state ([n][H]),

@@ -139,6 +139,17 @@ std::string DraftTensorName(const std::string& g) {
   if (g == "fc.weight" || g == "dflash_fc.weight") return "fc.weight";
   if (g == "enc.output_norm.weight" || g == "dflash_hidden_norm.weight") return "hidden_norm.weight";
   if (g == "output_norm.weight") return "norm.weight";
+  // DFlash2's candidate selector and per-layer convolutions (llama.cpp's DFLASH_SELECTOR_* and
+  // DFLASH_*_CONV_* names; the shapes are z-lab's, so no layout changes).
+  if (g == "selector_predecessor.weight") return "candidate_selector.predecessor_codebook.weight";
+  if (g == "selector_successor.weight") return "candidate_selector.successor_codebook.weight";
+  if (g == "selector_hidden.weight") return "candidate_selector.hidden_projection.weight";
+  static const std::regex conv(R"(blk\.(\d+)\.(attn|ffn)_conv_(base|proj\.weight))");
+  std::smatch m;
+  if (std::regex_match(g, m, conv)) {
+    return "layers." + m[1].str() + (m[2] == "attn" ? ".attention_conv." : ".mlp_conv.") +
+           (m[3] == "base" ? "base_kernel" : "kernel_projection.weight");
+  }
   if (g.rfind("blk.", 0) != 0) return "";  // token_embd/output: the target's are used
   const std::string hf = HfTensorName(g);
   return hf.empty() ? "" : hf.substr(std::string("model.").size());

@@ -33,7 +33,8 @@ std::string DraftTensorName(const std::string& gguf_name);
 
 // llama.cpp's architecture names for DFlash drafts: "dflash" (upstream) and "dflash-draft"
 // (the earlier forks). Tensors are fc (or dflash_fc), enc.output_norm (or dflash_hidden_norm),
-// output_norm and blk.N.* (post-attention norm as ffn_norm or post_attention_norm); the
+// output_norm and blk.N.* (post-attention norm as ffn_norm or post_attention_norm), for DFlash2
+// also blk.N.{attn,ffn}_conv_{base,proj} and selector_{predecessor,successor,hidden}; the
 // metadata keys are read by DraftConfigFromGguf (model/gguf_config.h).
 bool IsDflashArchitecture(const std::string& arch);
 

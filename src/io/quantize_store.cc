@@ -1,5 +1,7 @@
 #include "io/quantize_store.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "ops/ops.h"
 #include "ops/weight_pack.h"
@@ -35,13 +37,14 @@ WeightRef QuantizeWeight(const WeightRef& w, DType to, ByteBuffer& bytes, Thread
   return WeightRef{bytes.data(), to, w.rows, w.cols, row_bytes};
 }
 
-int QuantizeMatrices(TensorStore& store, DType to, ThreadPool& pool) {
+int QuantizeMatrices(TensorStore& store, DType to, ThreadPool& pool, std::span<const std::string> row_lookups) {
   int converted = 0;
   for (const std::string& name : store.Names()) {
     const Tensor& t = *store.Find(name);
     const bool is_float = t.dtype == DType::kF32 || t.dtype == DType::kBF16 || t.dtype == DType::kF16;
     if (t.shape.size() != 2 || !is_float) continue;
     if (t.shape[1] % BlockElems(to) != 0) {
+      if (std::find(row_lookups.begin(), row_lookups.end(), name) != row_lookups.end()) continue;
       Fail(t.file, ": tensor '", name, "' has rows of ", t.shape[1], " elements, not whole ",
            DTypeName(to), " blocks of ", BlockElems(to));
     }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,8 +24,11 @@ std::optional<DType> ParseWeightQuant(const std::string& value, const std::strin
 WeightRef QuantizeWeight(const WeightRef& w, DType to, ByteBuffer& bytes, ThreadPool& pool);
 
 // Quantises every 2-D f32/bf16/f16 tensor of `store` in place; returns how many it converted.
-// A matrix whose rows are not whole blocks is an error naming it.
-int QuantizeMatrices(TensorStore& store, DType to, ThreadPool& pool);
+// A matrix whose rows are not whole blocks is an error naming it, unless it is one of
+// `row_lookups`: tables only read a row at a time (ops::DequantizeRow serves any dtype, e.g.
+// DFlash2's selector codebooks of selector_rank columns), which then stay as they are.
+int QuantizeMatrices(TensorStore& store, DType to, ThreadPool& pool,
+                     std::span<const std::string> row_lookups = {});
 
 // Packs every 2-D block-quantised tensor of `store` still in row layout; returns how many. Run it
 // once after loading (and quantising), before binding models: MatMul needs those packed.

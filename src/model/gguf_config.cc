@@ -64,6 +64,14 @@ void AddDflashFields(const JsonObject& meta, const std::string& p, const std::st
     dflash["final_logit_softcapping"] = meta.Get<double>(p + "final_logit_softcapping");
   }
   if (meta.Has(p + "embedding_scale")) dflash["input_embedding_scale"] = meta.Get<double>(p + "embedding_scale");
+  // DFlash2 (dynamic convolutions and the candidate selector): llama.cpp writes all four keys
+  // together, and their presence is what tells the architectures apart.
+  if (meta.Has(p + "conv_kernel_size") || meta.Has(p + "selector_top_k")) {
+    cfg["architectures"] = {"DFlash2DraftModel"};
+    for (const char* key : {"conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k"}) {
+      dflash[key] = meta.Get<int64_t>(p + key);
+    }
+  }
   cfg["dflash_config"] = dflash;
 
   if (meta.Has(p + "attention.sliding_window")) {
@@ -86,9 +94,6 @@ void AddDflashFields(const JsonObject& meta, const std::string& p, const std::st
 // rather than run as a plain DFlash draft.
 void RejectUnsupportedDraftFeatures(const JsonObject& meta, const std::string& p, const std::string& path,
                                     int64_t head_dim) {
-  if (meta.Has(p + "conv_kernel_size") || meta.Has(p + "selector_top_k")) {
-    Fail(path, ": a DFlash2 draft (", p, "conv_kernel_size / ", p, "selector_top_k); only DFlash drafts load from GGUF");
-  }
   if (meta.Has(p + "attention.value_scale")) Fail(path, ": ", p, "attention.value_scale is not supported");
   if (meta.Has(p + "rope.dimension_count") && meta.Get<int64_t>(p + "rope.dimension_count") != head_dim) {
     Fail(path, ": ", p, "rope.dimension_count ", meta.Get<int64_t>(p + "rope.dimension_count"),

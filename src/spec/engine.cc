@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 
+#include "draft/dflash2_selector.h"
 #include "io/json_file.h"
 #include "io/quantize_store.h"
 #include "model/load.h"
@@ -35,10 +36,11 @@ GenerationDefaults GgufGenerationDefaults(const Json& metadata) {
   return d;
 }
 
-// Readies a model's matrices for the kernels: quantised if asked, packed, and marked for bf16
-// activations if asked.
-void PrepareMatrices(TensorStore& store, const std::optional<DType>& quant, bool bf16_activations, ThreadPool& pool) {
-  if (quant) QuantizeMatrices(store, *quant, pool);
+// Readies a model's matrices for the kernels: quantised if asked (row_lookups: see
+// QuantizeMatrices), packed, and marked for bf16 activations if asked.
+void PrepareMatrices(TensorStore& store, const std::optional<DType>& quant, bool bf16_activations, ThreadPool& pool,
+                     std::span<const std::string> row_lookups = {}) {
+  if (quant) QuantizeMatrices(store, *quant, pool, row_lookups);
   PackMatrices(store, pool);
   if (bf16_activations) store.AllowBf16Activations();
 }
@@ -122,7 +124,8 @@ Engine::Engine(const EngineOptions& options) : options_(options), pool_(options.
   PrepareMatrices(*target_store_, options.target_quant, options.bf16_activations, pool_);
   target_ = NewTargetModel(target_config_, *target_store_, topt, pool_);
   if (!options.draft_dir.empty()) {
-    PrepareMatrices(*draft_store_, options_.draft_quant, options.bf16_activations, pool_);
+    PrepareMatrices(*draft_store_, options_.draft_quant, options.bf16_activations, pool_,
+                    CandidateSelector::CodebookNames());
     DraftOptions dopt;
     dopt.max_block = std::max(draft_config_.block_size, 16);
     dopt.context_capacity = options.context;
