@@ -118,7 +118,9 @@ def test_plan_calibrate_on_a_tiny_shape(tmp_path):
     assert j["choice"] == {"pair": "toy", "format": "q8_0"} and c["format"] == "q8_0"
     assert (c["target_layers_built"], c["target_layers"], c["draft_layers_built"], c["draft_layers"]) == (2, 8, 1, 2)
     assert c["extrapolated"] and c["context"] == 512 and c["rows"] == [1, 2, 4, 8, 16]
-    assert all(ms > 0 for ms in c["verify_ms"]) and c["verify_ms"][-1] > c["verify_ms"][0]
+    # Only structure here: which row count costs more is a timing, and a test on a shared machine
+    # cannot rely on one (a preempted 1-row pass timed above the 16-row one in CI).
+    assert all(ms > 0 for ms in c["verify_ms"])
     assert all(0 <= s < 1 for s in c["lm_head_share"])
     assert c["draft_ms"] > 0 and c["prefill_tok_s"] > 0 and c["ttft_ms"] > 0
     p = j["prediction"]
