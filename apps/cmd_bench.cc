@@ -28,6 +28,7 @@
 #include "ops/ops.h"
 #include "ops/quant_blocks.h"
 #include "plan/acceptance_profile.h"
+#include "plan/cost_model.h"
 #include "plan/registry.h"
 #include "plan/inspect.h"
 #include "plan/loop_costs.h"
@@ -420,7 +421,7 @@ int CompareModes(dflash::Engine& engine, const ModelFlags& mf, const GenerateOpt
 // (their products are int8 dot products); their time includes quantising the activations.
 // bf16_attention: attention ran bf16 dot products (a bf16 cache where Bf16DotActive), so its
 // rate is against that peak, else against f32 FMAs.
-void PrintStages(const std::vector<VerifyCostPoint>& pts, const DecoderConfig& config, bool int8_weights,
+void PrintStages(const std::vector<VerifyCostPoint>& pts, const DecoderConfig& config, const MoeConfig& moe, bool int8_weights,
                  bool bf16_attention, const ComputePeak& peak, Json& jpts) {
   constexpr int kStages = static_cast<int>(PassStage::kCount);
   std::printf("\nper stage, mean ms per pass (share of the pass):\n%8s %5s", "context", "rows");
@@ -436,8 +437,15 @@ void PrintStages(const std::vector<VerifyCostPoint>& pts, const DecoderConfig& c
   if (pts.front().stages.experts_read > 0) {
     // A MoE verify reads every expert any of its rows chose: this, not its row count, is what
     // its expert stage costs.
-    std::printf("\nexperts read per pass (distinct experts per sparse layer, summed over the layers):\n");
-    for (const VerifyCostPoint& p : pts) std::printf("%8d %5d %8.1f\n", p.context, p.rows, p.stages.experts_read);
+    // Uniform routing, E (1 - (1 - k/E)^rows) per layer, is the worst case: random weights come
+    // close to it, trained routers concentrate.
+    const int sparse = static_cast<int>(std::count(moe.sparse.begin(), moe.sparse.end(), true));
+    std::printf("\nexperts read per pass (distinct experts per sparse layer, summed over the %d layers; "
+                "uniform routing's expectation):\n", sparse);
+    for (const VerifyCostPoint& p : pts) {
+      std::printf("%8d %5d %8.1f %8.1f\n", p.context, p.rows, p.stages.experts_read,
+                  sparse * plan::DistinctExperts(moe.num_experts, moe.top_k, p.rows));
+    }
   }
   const double matmul_peak = int8_weights ? peak.int8_gmacs : 0;
   const double attn_peak = bf16_attention ? peak.bf16_gmacs : peak.f32_gmacs;
@@ -447,7 +455,7 @@ void PrintStages(const std::vector<VerifyCostPoint>& pts, const DecoderConfig& c
               "attn GMAC/s", bf16_attention ? "% bf16" : "% f32");
   for (size_t i = 0; i < pts.size(); ++i) {
     const VerifyCostPoint& p = pts[i];
-    const PassMacs macs = CountPassMacs(config, p.context, p.rows);
+    const PassMacs macs = CountPassMacs(config, p.context, p.rows, moe);
     const double matmul_ms = p.stages[PassStage::kQkv] + p.stages[PassStage::kOProj] + p.stages[PassStage::kGateUp] +
                              p.stages[PassStage::kDown] + p.stages[PassStage::kLmHead];
     const double matmul_rate = matmul_ms > 0 ? macs.matmul / matmul_ms / 1e6 : 0;
@@ -464,6 +472,9 @@ void PrintStages(const std::vector<VerifyCostPoint>& pts, const DecoderConfig& c
     for (int s = 0; s < kStages; ++s) j["stages_ms"][PassStageName(static_cast<PassStage>(s))] = p.stages.ms[s];
     j["experts_read"] = p.stages.experts_read;
     j["matmul_gmacs"] = matmul_rate;
+    if (macs.experts > 0 && p.stages[PassStage::kExperts] > 0) {
+      j["experts_gmacs"] = macs.experts / p.stages[PassStage::kExperts] / 1e6;
+    }
     j["attention_gmacs"] = attn_rate;
   }
 }
@@ -508,7 +519,7 @@ int VerifyCost(dflash::Engine& engine, const ModelFlags& mf, const std::string& 
   }
   if (profile) {
     const bool bf16_attention = engine.options().kv_type == DType::kBF16 && ops::Bf16DotActive();
-    PrintStages(pts, engine.target().config(), quant::IsBlockQuantized(engine.target().lm_head().dtype), bf16_attention,
+    PrintStages(pts, engine.target().config(), engine.target_config().moe, quant::IsBlockQuantized(engine.target().lm_head().dtype), bf16_attention,
                 peak, jpts);
   }
   PrintCheckpointCost(engine.target(), pts, repeats);

@@ -1,13 +1,15 @@
-// Mixture-of-experts targets (Qwen3MoeForCausalLM): the grouped expert kernel is batch-invariant
-// bit for bit, the MoE block and the whole model match transformers (tools/make_moe_fixtures.py
-// made the fixtures and goldens, in both of transformers' expert layouts), DFlash stays
-// lossless on a MoE target, and bad expert files fail with errors naming the tensor.
+// Mixture-of-experts targets (Qwen3MoeForCausalLM, and the Qwen3.5 hybrid MoE with its gated
+// shared expert): the grouped expert kernel is batch-invariant bit for bit, the MoE block and the
+// whole model match transformers (tools/make_moe_fixtures.py made the fixtures and goldens, in
+// both of transformers' expert layouts), DFlash stays lossless on a MoE target, bad expert files
+// fail with errors naming the tensor, and the cost model charges a verify its distinct experts.
 //
 // Tolerances. As for the dense goldens (golden_test.cc): both sides compute in f32 on the same
 // stored weights, so only summation order differs; a MoE layer adds a softmax over a handful
 // of router logits and a weighted sum of top_k expert outputs, each a few roundings more. The
-// tests print the largest differences; measured: the block 2.3e-7, logits 1.2e-6, hidden
-// states 1.8e-6. The dense check's 2e-4 stays 100x above them and far below what a wrong
+// tests print the largest differences; measured: the block 3.6e-7, logits 1.2e-6 (Qwen3 MoE) and
+// 2.0e-5 (Qwen3.5 MoE: its Gated DeltaNet layers add their own rounding, as in qwen35_test.cc),
+// hidden states 1.8e-6 and 2.3e-5. The dense check's 2e-4 stays 10x above them and far below what a wrong
 // routing does (an expert swapped for another moves its rows' outputs by
 // ~1e-1). Router choices and greedy tokens must match exactly: the fixture script keeps every
 // top-k choice at least 1e-4 in probability clear of the next expert.
@@ -33,6 +35,8 @@
 #include "model/moe.h"
 #include "model/qwen3.h"
 #include "ops/moe.h"
+#include "plan/cost_model.h"
+#include "spec/policy.h"
 #include "ops/ops.h"
 #include "spec/engine.h"
 #include "spec/generate.h"
@@ -189,6 +193,13 @@ class MoeGolden : public ::testing::TestWithParam<std::string> {
   Golden golden() const { return ReadGolden(Manifest()["targets"][GetParam()]["golden"]); }
 };
 
+// Where the decoder layers sit: Qwen3_5MoeForConditionalGeneration nests them under
+// model.language_model.
+std::string LayerPrefix(const TensorStore& store, int layer) {
+  const bool nested = store.Find("model.language_model.embed_tokens.weight") != nullptr;
+  return (nested ? "model.language_model.layers." : "model.layers.") + std::to_string(layer);
+}
+
 // Each sparse layer's block on transformers' own input: the same experts, in the same order,
 // and the same output within kTolerance.
 TEST_P(MoeGolden, BlockRoutesAndMixesAsTransformers) {
@@ -206,7 +217,7 @@ TEST_P(MoeGolden, BlockRoutesAndMixesAsTransformers) {
   for (size_t p = 0; p < Manifest()["prompts"].size(); ++p) {
     for (int l : sparse) {
       const std::string key = "prompt" + std::to_string(p) + ".layer" + std::to_string(l);
-      const MoeWeights w = LoadMoe(m.store, "model.layers." + std::to_string(l) + ".mlp", cfg.moe, H);
+      const MoeWeights w = LoadMoe(m.store, LayerPrefix(m.store, l) + ".mlp", cfg.moe, H);
       const std::vector<float> x = g.F32(key + ".moe_input"), want = g.F32(key + ".moe_output");
       const std::vector<int32_t> ids = g.I32(key + ".router_ids");
       const int T = static_cast<int>(x.size() / H);
@@ -230,12 +241,12 @@ TEST_P(MoeGolden, LogitsAndHiddenStatesMatchTransformers) {
   opt.kv_type = DType::kF32;
   for (int l = 0; l < d.num_layers; ++l) opt.capture_layers.push_back(l);
   ThreadPool pool(2);
-  Qwen3Model model(m.config, m.store, opt, pool);
+  const std::unique_ptr<TargetModel> model = NewTargetModel(m.config, m.store, opt, pool);
   const Golden g = golden();
   float worst_logit = 0, worst_hidden = 0;
   for (size_t p = 0; p < Manifest()["prompts"].size(); ++p) {
     const std::string key = "prompt" + std::to_string(p);
-    const testing::PromptDiff diff = testing::PrefillDiff(model, g, key);
+    const testing::PromptDiff diff = testing::PrefillDiff(*model, g, key);
     worst_logit = std::max(worst_logit, diff.logits);
     worst_hidden = std::max(worst_hidden, diff.hidden);
   }
@@ -273,23 +284,28 @@ TargetOptions SpecOptions() {
 }
 
 // Greedy DFlash equals plain greedy on a MoE target at every block size and acceptance length,
-// with f32 experts and with load-time Q8_0 ones (fused fixture: the split views are quantised).
+// with f32 experts and with load-time Q8_0 ones (fused fixtures: the split views are quantised);
+// the hybrid MoE targets roll their recurrent state back after every partial acceptance.
 TEST(MoeSpec, GreedyDFlashEqualsPlainAtEveryAcceptanceLength) {
   ThreadPool pool(2);
-  for (const char* name : {"qwen3moe-tiny", "qwen3moe-fused-bf16"}) {
+  for (const char* name : {"qwen3moe-tiny", "qwen3moe-fused-bf16", "qwen35moe-tiny", "qwen35moe-vl-bf16"}) {
     for (bool quantise : {false, true}) {
       SCOPED_TRACE(std::string(name) + (quantise ? " q8_0" : ""));
       LoadedModel<TargetConfig> m = LoadTarget((kFixtures / name).string());
       if (quantise) {
         QuantizeMatrices(m.store, DType::kQ8_0, pool);
         for (const std::string& t : m.store.Names()) {
-          if (t.find(".experts.") != std::string::npos) {
+          if (t.find(".experts.") != std::string::npos || t.find(".shared_expert.") != std::string::npos) {
             EXPECT_EQ(m.store.Find(t)->dtype, DType::kQ8_0) << t;
+          }
+          if (t.ends_with(".mlp.gate.weight") || t.ends_with(".shared_expert_gate.weight")) {
+            EXPECT_NE(m.store.Find(t)->dtype, DType::kQ8_0) << t << ": routers stay as stored";
           }
         }
       }
       PackMatrices(m.store, pool);
-      Qwen3Model target(m.config, m.store, SpecOptions(), pool);
+      const std::unique_ptr<TargetModel> model = NewTargetModel(m.config, m.store, SpecOptions(), pool);
+      TargetModel& target = *model;
       const std::vector<int32_t> prompt = {3, 141, 59, 26, 53, 58, 97};
       GenerateOptions plain;
       plain.policy = SpecPolicy::kAlways;
@@ -382,6 +398,121 @@ TEST(MoeModel, DecodeBytesAndProfileCountTheChosenExperts) {
   target.set_profile(nullptr);
 }
 
+// The Qwen3.5 MoE block (routed experts plus the gated shared expert) on many rows gives each
+// row bitwise what it gives that row alone.
+TEST(MoeModel, HybridBlockIsBatchInvariant) {
+  ThreadPool pool(2);
+  LoadedModel<TargetConfig> m = LoadTarget((kFixtures / "qwen35moe-tiny").string());
+  const TargetConfig& cfg = m.config;
+  ASSERT_GT(cfg.moe.shared_intermediate_size, 0);
+  const int64_t H = cfg.decoder.hidden_size;
+  const MoeWeights w = LoadMoe(m.store, "model.layers.1.mlp", cfg.moe, H);
+  MoeBlock block(cfg.moe, H, 16);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(16 * H), y(16 * H), alone(H);
+  for (float& v : x) v = normal(rng);
+  for (int n : {1, 5, 16}) {
+    block.Forward(w, x.data(), n, y.data(), pool);
+    for (int r = 0; r < n; ++r) {
+      block.Forward(w, x.data() + r * H, 1, alone.data(), pool);
+      EXPECT_EQ(0, std::memcmp(alone.data(), y.data() + r * H, H * sizeof(float))) << "row " << r << " of " << n;
+    }
+  }
+}
+
+// A hybrid MoE target reports its experts to the cost model: a decode step reads top_k per
+// layer (and the shared expert, in its decode bytes), a verify more; the decoding loop's
+// statistics count both.
+TEST(MoeModel, HybridReportsExpertsReadPerPass) {
+  ThreadPool pool(2);
+  LoadedModel<TargetConfig> m = LoadTarget((kFixtures / "qwen35moe-tiny").string());
+  const TargetConfig& cfg = m.config;
+  const std::unique_ptr<TargetModel> model = NewTargetModel(cfg, m.store, SpecOptions(), pool);
+  const ExpertShape shape = model->expert_shape();
+  EXPECT_EQ(shape.experts, cfg.moe.num_experts);
+  EXPECT_EQ(shape.top_k, cfg.moe.top_k);
+  EXPECT_EQ(shape.sparse_layers, cfg.decoder.num_layers);
+  const auto bytes = [&](const std::string& name) { return static_cast<int64_t>(m.store.Find(name)->nbytes); };
+  int64_t expert = 0, shared = 0;
+  for (const char* w : {"gate_proj", "up_proj", "down_proj"}) {
+    expert += bytes("model.layers.0.mlp.experts.0." + std::string(w) + ".weight");
+    shared += bytes("model.layers.0.mlp.shared_expert." + std::string(w) + ".weight");
+  }
+  EXPECT_EQ(shape.decode_bytes, cfg.decoder.num_layers * cfg.moe.top_k * expert);
+  const MoeWeights w = LoadMoe(m.store, "model.layers.0.mlp", cfg.moe, cfg.decoder.hidden_size);
+  EXPECT_EQ(MoeDecodeBytes(w, cfg.moe.top_k), bytes("model.layers.0.mlp.gate.weight") + cfg.moe.top_k * expert + shared +
+                                                  bytes("model.layers.0.mlp.shared_expert_gate.weight"));
+
+  const std::vector<int32_t> prompt = {3, 141, 59, 26, 53, 58, 97};
+  GenerateOptions plain;
+  plain.max_new_tokens = 40;
+  plain.ignore_stop = true;
+  plain.block_size = 1;
+  const GenerateResult ref = Generate(*model, nullptr, prompt, plain);
+  EXPECT_EQ(ref.stats.steps, 39);  // the first token comes from the prefill
+  EXPECT_EQ(ref.stats.step_experts, int64_t{39} * cfg.moe.top_k * shape.sparse_layers);
+  model->Truncate(0);
+  testing::CyclingDrafter drafter(ref.tokens, static_cast<int>(prompt.size()), cfg.decoder.vocab_size);
+  GenerateOptions spec = plain;
+  spec.block_size = 8;
+  spec.policy = SpecPolicy::kAlways;
+  const GenerateResult r = Generate(*model, &drafter, prompt, spec);
+  EXPECT_EQ(r.tokens, ref.tokens);
+  ASSERT_GT(r.stats.cycles, 0);
+  EXPECT_GT(r.stats.verify_experts, int64_t{r.stats.cycles} * cfg.moe.top_k * shape.sparse_layers);
+  EXPECT_LE(r.stats.verify_experts, int64_t{r.stats.cycles} * cfg.moe.num_experts * shape.sparse_layers);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The expert term of the cost model and the adaptive policy.
+
+TEST(MoeCost, DistinctExpertsFollowUniformRoutingAndInvert) {
+  EXPECT_DOUBLE_EQ(plan::DistinctExperts(128, 8, 1), 8.0);
+  EXPECT_NEAR(plan::DistinctExperts(128, 8, 16), 128 * (1 - std::pow(120.0 / 128, 16)), 1e-9);
+  EXPECT_NEAR(plan::DistinctExperts(128, 8, 16), 82.4, 0.1);
+  for (double e : {8.0, 20.0, 64.0, 128.0}) {
+    EXPECT_NEAR(plan::EffectiveExperts(128, 8, 16, plan::DistinctExperts(e, 8, 16)), e, 1e-6);
+  }
+  EXPECT_EQ(plan::EffectiveExperts(128, 8, 16, 200), 128);  // more than uniform routing gives: clamped
+  // A step reads top_k experts; t_verify(1) = t_step whatever the share.
+  plan::StepCosts c{10, 2, 0.05, 0, 0, {128, 8, 0.7, 0}};
+  EXPECT_DOUBLE_EQ(plan::VerifyMs(c, 1), 10);
+  EXPECT_NEAR(plan::VerifyMs(c, 16), 10 * (0.3 * (1 + 0.05 * 15) + 0.7 * 82.4 / 8), 0.1);
+  c.moe = {};
+  EXPECT_DOUBLE_EQ(plan::VerifyMs(c, 16), 10 * (1 + 0.05 * 15));  // dense: the linear model
+}
+
+// Verifies timed on a machine whose expert reads cost what the model says: the policy, told the
+// experts' share of a step and the distinct experts each verify read, predicts the cost of every
+// other verify length within 3%; without the expert term (a straight line through the same
+// samples) it is off by more than 25% somewhere, and so would choose its rows on wrong costs.
+TEST(MoeCost, PolicyLearnsTheExpertCurveFromMeasuredCounts) {
+  const plan::ExpertCosts moe{128, 8, 0.75, 0};
+  const double step = 10, slope = 0.02, effective = 40;  // routing concentrated on ~40 of 128
+  const plan::StepCosts truth{step, 1, slope, 0, 0, {128, 8, 0.75, effective}};
+  const auto verify = [&](int rows) { return plan::VerifyMs(truth, rows); };
+  for (bool with_experts : {true, false}) {
+    SpeculationController c(SpecPolicy::kAdaptive, 16, with_experts ? moe : plan::ExpertCosts{});
+    c.OnPlainStep(step);
+    for (int i = 0; i < 30; ++i) {
+      const int rows = 12 + i % 5;
+      c.OnCycle(1, verify(rows), rows, rows / 2, plan::DistinctExperts(effective, 8, rows));
+    }
+    double worst = 0;
+    for (int rows = 2; rows <= 16; ++rows) {
+      worst = std::max(worst, std::abs(plan::VerifyMs(c.costs(), rows) / verify(rows) - 1));
+    }
+    std::printf("expert term %s: worst verify-cost error %.1f%%\n", with_experts ? "on" : "off", 100 * worst);
+    if (with_experts) {
+      EXPECT_LT(worst, 0.03);
+      EXPECT_NEAR(c.costs().moe.effective, effective, 0.5);
+    } else {
+      EXPECT_GT(worst, 0.25);
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Bad input.
 
@@ -406,6 +537,36 @@ TEST(MoeBadInput, ConfigErrorsNameTheField) {
   c = FixtureConfig("qwen3moe-tiny");
   c.erase("moe_intermediate_size");
   EXPECT_NE(ErrorOf([&] { TargetConfigFromJson(c, "moe/config.json"); }).find("moe_intermediate_size"), std::string::npos);
+}
+
+TEST(MoeBadInput, HybridMoeErrorsNameTheFieldOrTensor) {
+  const std::string dir = (kFixtures / "qwen35moe-tiny").string();
+  Json c = FixtureConfig("qwen35moe-tiny");
+  c["num_experts_per_tok"] = 9;  // of 8
+  EXPECT_NE(ErrorOf([&] { TargetConfigFromJson(c, "moe/config.json"); }).find("num_experts_per_tok"), std::string::npos);
+  c = FixtureConfig("qwen35moe-tiny");
+  c.erase("shared_expert_intermediate_size");
+  EXPECT_NE(ErrorOf([&] { TargetConfigFromJson(c, "moe/config.json"); }).find("shared_expert_intermediate_size"),
+            std::string::npos);
+  ThreadPool pool(1);
+  const auto build = [&](const TargetConfig& cfg, const TensorStore& store) {
+    return ErrorOf([&] { NewTargetModel(cfg, store, SpecOptions(), pool); });
+  };
+  {  // a missing shared-expert gate
+    LoadedModel<TargetConfig> m = LoadTarget(dir);
+    m.store.Remove("model.layers.2.mlp.shared_expert_gate.weight");
+    EXPECT_NE(build(m.config, m.store).find("model.layers.2.mlp.shared_expert_gate.weight"), std::string::npos);
+  }
+  {  // a missing router
+    LoadedModel<TargetConfig> m = LoadTarget(dir);
+    m.store.Remove("model.layers.0.mlp.gate.weight");
+    EXPECT_NE(build(m.config, m.store).find("model.layers.0.mlp.gate.weight"), std::string::npos);
+  }
+  {  // a shared expert of another width than the config's
+    LoadedModel<TargetConfig> m = LoadTarget(dir);
+    m.config.moe.shared_intermediate_size = 16;
+    EXPECT_NE(build(m.config, m.store).find("model.layers.0.mlp.shared_expert.gate_proj.weight"), std::string::npos);
+  }
 }
 
 TEST(MoeBadInput, TensorErrorsNameTheTensor) {

@@ -182,13 +182,13 @@ TEST(PlanCost, AcceptanceInvertsExpectedTokens) {
 
 TEST(PlanCost, PredictFollowsThePolicy) {
   // A cheap draft and verify: DFlash at the full block commits tau tokens per (draft + verify).
-  const Prediction fast = Predict(StepCosts{10, 1, 0.01}, GeometricCurve(7.3, 16), 16);
+  const Prediction fast = Predict(StepCosts{10, 1, 0.01, {}}, GeometricCurve(7.3, 16), 16);
   EXPECT_DOUBLE_EQ(fast.plain_tok_s, 100);
   EXPECT_NEAR(fast.full_block_tok_s, 1e3 * 7.3 / (1 + 10 * (1 + 0.01 * 15)), 1e-6);
   EXPECT_GE(fast.adaptive_tok_s, fast.full_block_tok_s);
   EXPECT_GT(fast.best_rows, 8);
   // A draft that costs more than tau steps can never pay: the policy decodes plainly.
-  const Prediction slow = Predict(StepCosts{10, 80, 0.3}, GeometricCurve(3.71, 16), 16);
+  const Prediction slow = Predict(StepCosts{10, 80, 0.3, {}}, GeometricCurve(3.71, 16), 16);
   EXPECT_EQ(slow.best_rows, 1);
   EXPECT_DOUBLE_EQ(slow.adaptive_tok_s, slow.plain_tok_s);
   EXPECT_LT(slow.full_block_tok_s, slow.plain_tok_s);
@@ -199,11 +199,11 @@ TEST(PlanCost, PerDepthCurveSetsTheVerifyLength) {
   const std::vector<double> curve{1, 1, 1, 1, 0, 0.5};
   EXPECT_DOUBLE_EQ(ExpectedTokens(curve, 16), 5);
   EXPECT_DOUBLE_EQ(ExpectedTokens(curve, 3), 3);
-  const Prediction p = Predict(StepCosts{10, 2, 0.05}, curve, 16);
+  const Prediction p = Predict(StepCosts{10, 2, 0.05, {}}, curve, 16);
   EXPECT_EQ(p.best_rows, 5);
   EXPECT_NEAR(p.adaptive_tok_s, 1e3 * 5 / (2 + 10 * (1 + 0.05 * 4)), 1e-9);
   EXPECT_DOUBLE_EQ(p.tau, 5);
-  EXPECT_THROW(Predict(StepCosts{0, 2, 0.05}, curve, 16), Error);
+  EXPECT_THROW(Predict(StepCosts{0, 2, 0.05, {}}, curve, 16), Error);
 }
 
 TEST(PlanCost, LoopWorkCountsPerStepAndPerRowRead) {

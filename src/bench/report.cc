@@ -80,7 +80,8 @@ void Analyse(BenchReport& r) {
   if (r.curve_rows.size() != r.curve_ratios.size() || r.curve_rows.empty()) Fail("internal: report without a verify cost curve");
   // The runs' draft time includes picking the drafts, which the cost model counts as picks.
   const double draft_pass_ms = std::max(0.0, r.draft_ms - r.pick_ms * r.drafts_per_cycle);
-  r.costs = {r.curve_step_ms, draft_pass_ms, plan::FitVerifySlope(r.curve_rows, r.curve_ratios), r.pick_ms, r.append_ms};
+  // The measured curve already holds a MoE target's expert growth: fitted as a line, no expert term.
+  r.costs = {r.curve_step_ms, draft_pass_ms, plan::FitVerifySlope(r.curve_rows, r.curve_ratios), r.pick_ms, r.append_ms, {}};
   const std::vector<double> curve = r.accept_at_depth.empty() ? std::vector<double>{0.0} : r.accept_at_depth;
   r.prediction = plan::Predict(r.costs, curve, std::max(2, r.block));
   const double measured = Ratio(r.dflash_tok_s, r.plain_tok_s);

@@ -24,12 +24,19 @@ double TimeForwardMs(TargetModel& target, std::span<const int32_t> tokens) {
 
 }  // namespace
 
-PassMacs CountPassMacs(const DecoderConfig& c, int context, int rows) {
+PassMacs CountPassMacs(const DecoderConfig& c, int context, int rows, const MoeConfig& moe) {
   const double H = c.hidden_size, I = c.intermediate_size, hd = c.head_dim;
   const double q_dim = c.num_heads * hd, kv_dim = c.num_kv_heads * hd;
-  const double layer = H * (q_dim + 2 * kv_dim) + q_dim * H + 3 * I * H;
+  const double attention_matrices = H * (q_dim + 2 * kv_dim) + q_dim * H;
+  // Per row of a sparse layer: the router, top_k experts and the shared expert with its gate.
+  const double sparse_mlp = H * moe.num_experts + 3.0 * moe.top_k * moe.intermediate_size * H +
+                            (moe.shared_intermediate_size > 0 ? 3.0 * moe.shared_intermediate_size * H + H : 0);
   PassMacs m;
-  m.matmul = rows * (c.num_layers * layer + static_cast<double>(c.vocab_size) * H);
+  m.matmul = rows * (c.num_layers * attention_matrices + static_cast<double>(c.vocab_size) * H);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const bool sparse = moe.num_experts > 0 && moe.sparse[l];
+    (sparse ? m.experts : m.matmul) += rows * (sparse ? sparse_mlp : 3 * I * H);
+  }
   for (int l = 0; l < c.num_layers; ++l) {
     // A hybrid's linear-attention layers read no KV (their state work is the linear_attn stage).
     if (!c.layer_linear.empty() && c.layer_linear[l]) continue;

@@ -23,11 +23,14 @@ struct VerifyCostPoint {
 
 // The multiply-adds of one target pass of `rows` rows on top of `context` cached positions,
 // every row's logits computed (as MeasureVerifyCost's passes do): the matrices (layers and LM
-// head) and attention (scores and value sums over each row's keys, sliding windows included).
+// head), attention (scores and value sums over each row's keys, sliding windows included) and,
+// in a MoE target's sparse layers, the experts stage in place of a dense MLP (each row's router,
+// top_k experts and shared expert: a row's work does not depend on which experts others chose;
+// the bytes read do, PassProfile::experts_read counts them).
 struct PassMacs {
-  double matmul = 0, attention = 0;
+  double matmul = 0, attention = 0, experts = 0;
 };
-PassMacs CountPassMacs(const DecoderConfig& c, int context, int rows);
+PassMacs CountPassMacs(const DecoderConfig& c, int context, int rows, const MoeConfig& moe = {});
 
 using Progress = std::function<void(const char* what, int done, int total)>;
 

@@ -258,12 +258,12 @@ void DFlashDraft::Propose(int32_t anchor, int pos, int B, int proposals) {
             [&](int l) {
               const DecoderLayerWeights& w = layers_[l];
               if (convs_) convs_->Prepare(l, DynamicConvs::kMlp, xn_.data(), B, pool_);
-              const ops::MatMulOutput gate_up[] = {{&w.gate_proj, nullptr, gate_.data()}, {&w.up_proj, nullptr, up_.data()}};
+              const ops::MatMulOutput gate_up[] = {{&w.mlp.gate_proj, nullptr, gate_.data()}, {&w.mlp.up_proj, nullptr, up_.data()}};
               ops::MatMulShared(xn_.data(), B, gate_up, pool_);
               pool_.ParallelFor(B, [&](int64_t j) {
                 ops::SiluMul(gate_.data() + j * I, up_.data() + j * I, I, gate_.data() + j * I);
               });
-              ops::MatMul(gate_.data(), B, w.down_proj, nullptr, xn_.data(), pool_);
+              ops::MatMul(gate_.data(), B, w.mlp.down_proj, nullptr, xn_.data(), pool_);
               if (convs_) convs_->Finish(l, DynamicConvs::kMlp, xn_.data(), B, pool_);
             });
   ops::RmsNorm(x_.data() + H, proposals, H, final_norm_.data(), eps, xn_.data());

@@ -37,12 +37,21 @@ WeightRef QuantizeWeight(const WeightRef& w, DType to, ByteBuffer& bytes, Thread
   return WeightRef{bytes.data(), to, w.rows, w.cols, row_bytes};
 }
 
+// A MoE layer's router and its shared expert's gate stay as stored, as llama.cpp keeps
+// ffn_gate_inp in f32: they are a few rows each, and a quantised router would choose other
+// experts than the checkpoint's.
+namespace {
+bool IsRouter(const std::string& name) {
+  return name.ends_with(".mlp.gate.weight") || name.ends_with(".mlp.shared_expert_gate.weight");
+}
+}  // namespace
+
 int QuantizeMatrices(TensorStore& store, DType to, ThreadPool& pool, std::span<const std::string> row_lookups) {
   int converted = 0;
   for (const std::string& name : store.Names()) {
     const Tensor& t = *store.Find(name);
     const bool is_float = t.dtype == DType::kF32 || t.dtype == DType::kBF16 || t.dtype == DType::kF16;
-    if (t.shape.size() != 2 || !is_float) continue;
+    if (t.shape.size() != 2 || !is_float || IsRouter(name)) continue;
     if (t.shape[1] % BlockElems(to) != 0) {
       if (std::find(row_lookups.begin(), row_lookups.end(), name) != row_lookups.end()) continue;
       Fail(t.file, ": tensor '", name, "' has rows of ", t.shape[1], " elements, not whole ",

@@ -23,7 +23,8 @@ std::optional<DType> ParseWeightQuant(const std::string& value, const std::strin
 // the WeightRef over them.
 WeightRef QuantizeWeight(const WeightRef& w, DType to, ByteBuffer& bytes, ThreadPool& pool);
 
-// Quantises every 2-D f32/bf16/f16 tensor of `store` in place; returns how many it converted.
+// Quantises every 2-D f32/bf16/f16 tensor of `store` in place, MoE routers excepted (they stay
+// as stored); returns how many it converted.
 // A matrix whose rows are not whole blocks is an error naming it, unless it is one of
 // `row_lookups`: tables only read a row at a time (ops::DequantizeRow serves any dtype, e.g.
 // DFlash2's selector codebooks of selector_rank columns), which then stay as they are.

@@ -1,5 +1,8 @@
 #include "io/tensor_store.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "core/error.h"
@@ -20,6 +23,26 @@ void TensorStore::Add(Tensor t) {
   }
 }
 
+namespace {
+
+// Drops this process's resident pages of a mapped tensor whose bytes are being replaced: its
+// file stays mapped (other tensors live in it), but a load-time quantiser or packer that left
+// the source pages resident would hold the weights twice, mapped and converted. Only whole
+// pages inside the tensor: the pages at its ends may hold its neighbours. Tensors in no mapped
+// file (owned, or a test's buffers) are left alone.
+void ReleaseMappedPages(const Tensor& t, const std::vector<std::unique_ptr<MappedFile>>& files) {
+  const bool mapped = std::any_of(files.begin(), files.end(), [&](const std::unique_ptr<MappedFile>& f) {
+    return t.data >= f->data() && t.data + t.nbytes <= f->data() + f->size();
+  });
+  if (!mapped) return;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(t.data) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(t.data) + t.nbytes) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+}  // namespace
+
 void TensorStore::ReplaceData(const std::string& name, DType dtype, ByteBuffer bytes) {
   const Tensor* t = Find(name);
   if (!t) Fail(origin_, ": tensor '", name, "' is missing");
@@ -37,6 +60,7 @@ void TensorStore::ReplaceTensor(const std::string& name, DType dtype, std::vecto
     Fail(origin_, ": tensor '", name, "': ", bytes.size(), " bytes of ", DTypeName(dtype),
          " do not fit shape ", shaped.ShapeString());
   }
+  if (!owned_.count(name)) ReleaseMappedPages(t, files_);
   ByteBuffer& owned = owned_[name] = std::move(bytes);
   t.dtype = dtype;
   t.shape = std::move(shaped.shape);
@@ -59,6 +83,7 @@ void TensorStore::ReplaceWithPacked(const std::string& name, const uint8_t* pack
     Fail(origin_, ": tensor '", name, "': no arena of the store holds a packed ", DTypeName(t.dtype), " ",
          t.ShapeString());
   }
+  if (!owned_.count(name)) ReleaseMappedPages(t, files_);
   owned_.erase(name);  // frees the rows it replaces
   t.data = packed;
   t.nbytes = expect;

@@ -86,11 +86,13 @@ RopeConfig ParseRope(const JsonObject& cfg) {
   return r;
 }
 
-DecoderConfig ParseDecoder(const JsonObject& cfg, bool need_vocab) {
+// dense_mlp false: no layer has a dense MLP (Qwen3.5 MoE), so intermediate_size may be absent.
+DecoderConfig ParseDecoder(const JsonObject& cfg, bool need_vocab, bool dense_mlp = true) {
   DecoderConfig d;
   d.vocab_size = need_vocab ? ReadInt(cfg, "vocab_size", {1, kMaxVocab}) : ReadInt(cfg, "vocab_size", {0, kMaxVocab}, 0);
   d.hidden_size = ReadInt(cfg, "hidden_size", {1, kMaxHidden});
-  d.intermediate_size = ReadInt(cfg, "intermediate_size", {1, kMaxIntermediate});
+  d.intermediate_size = dense_mlp ? ReadInt(cfg, "intermediate_size", {1, kMaxIntermediate})
+                                  : ReadInt(cfg, "intermediate_size", {0, kMaxIntermediate}, 0);
   d.num_layers = ReadInt(cfg, "num_hidden_layers", {1, kMaxLayers});
   d.num_heads = ReadInt(cfg, "num_attention_heads", {1, kMaxHeads});
   d.num_kv_heads = ReadInt(cfg, "num_key_value_heads", {1, kMaxHeads}, d.num_heads);
@@ -151,6 +153,19 @@ MoeConfig ParseMoe(const JsonObject& cfg, int num_layers) {
   return m;
 }
 
+// Qwen3.5 MoE (Qwen3_5MoeTextConfig): every layer has routed experts, their top-k weights
+// always renormalised, and a shared expert behind a sigmoid gate.
+MoeConfig ParseHybridMoe(const JsonObject& cfg, int num_layers) {
+  MoeConfig m;
+  m.num_experts = ReadInt(cfg, "num_experts", {1, kMaxExperts});
+  m.top_k = ReadInt(cfg, "num_experts_per_tok", {1, m.num_experts});
+  m.intermediate_size = ReadInt(cfg, "moe_intermediate_size", {1, kMaxIntermediate});
+  m.shared_intermediate_size = ReadInt(cfg, "shared_expert_intermediate_size", {1, kMaxIntermediate});
+  m.norm_topk_prob = true;
+  m.sparse.assign(num_layers, true);
+  return m;
+}
+
 std::string Architecture(const JsonObject& cfg) {
   const auto archs = cfg.Get<std::vector<std::string>>("architectures");
   if (archs.size() != 1) Fail(cfg.where(), ": field 'architectures' should name one architecture");
@@ -189,8 +204,10 @@ void RequireNoLinearLayers(const DecoderConfig& d, const std::string& path, cons
 void ParseHybrid(const JsonObject& top, TargetConfig& t) {
   const bool nested = top.Has("text_config");
   const JsonObject cfg = nested ? top.Child("text_config") : top;
+  const bool moe = t.architecture.starts_with("Qwen3_5Moe");
   t.hybrid = true;
-  t.decoder = ParseDecoder(cfg, /*need_vocab=*/true);
+  t.decoder = ParseDecoder(cfg, /*need_vocab=*/true, /*dense_mlp=*/!moe);
+  if (moe) t.moe = ParseHybridMoe(cfg, t.decoder.num_layers);
   DecoderConfig& d = t.decoder;
   if (!cfg.Has("layer_types")) {
     const int interval = ReadInt(cfg, "full_attention_interval", {1, kMaxLayers}, 4);
@@ -229,7 +246,8 @@ void ParseHybrid(const JsonObject& top, TargetConfig& t) {
 }  // namespace
 
 bool IsHybridArchitecture(const std::string& architecture) {
-  return architecture == "Qwen3_5ForCausalLM" || architecture == "Qwen3_5ForConditionalGeneration";
+  return architecture == "Qwen3_5ForCausalLM" || architecture == "Qwen3_5ForConditionalGeneration" ||
+         architecture == "Qwen3_5MoeForCausalLM" || architecture == "Qwen3_5MoeForConditionalGeneration";
 }
 
 TargetConfig TargetConfigFromJson(const Json& j, const std::string& path) {
@@ -244,7 +262,7 @@ TargetConfig TargetConfigFromJson(const Json& j, const std::string& path) {
   if (t.architecture != "Qwen3ForCausalLM" && !moe) {
     Fail(path, ": architecture '", t.architecture,
          "' is not supported as a target (supported: Qwen3ForCausalLM, Qwen3MoeForCausalLM, Qwen3_5ForCausalLM, "
-         "Qwen3_5ForConditionalGeneration)");
+         "Qwen3_5ForConditionalGeneration, Qwen3_5MoeForCausalLM, Qwen3_5MoeForConditionalGeneration)");
   }
   t.decoder = ParseDecoder(cfg, /*need_vocab=*/true);
   RequireNoLinearLayers(t.decoder, path, t.architecture);

@@ -55,14 +55,16 @@ struct LinearAttentionConfig {
   int value_head_dim = 0;
 };
 
-// The routed experts of a mixture-of-experts target (Qwen3MoeForCausalLM): a sparse layer's
-// MLP is softmax over num_experts router logits, the top_k experts' SwiGLU MLPs weighted by
-// their probabilities (renormalised to sum to 1 when norm_topk_prob), no shared expert.
+// The routed experts of a mixture-of-experts target: a sparse layer's MLP is softmax over
+// num_experts router logits, the top_k experts' SwiGLU MLPs weighted by their probabilities
+// (renormalised to sum to 1 when norm_topk_prob). Qwen3MoeForCausalLM has no shared expert;
+// Qwen3.5 MoE adds one to every layer, scaled by sigmoid(shared_expert_gate x).
 struct MoeConfig {
   int num_experts = 0;  // 0: no experts, every layer dense
   int top_k = 0;        // num_experts_per_tok
   int intermediate_size = 0;  // moe_intermediate_size: one expert's MLP width
   bool norm_topk_prob = false;
+  int shared_intermediate_size = 0;  // shared_expert_intermediate_size; 0: no shared expert
   // Per layer: routed experts, or the dense MLP (mlp_only_layers, decoder_sparse_step).
   std::vector<bool> sparse;
 };
@@ -70,7 +72,7 @@ struct MoeConfig {
 struct TargetConfig {
   std::string architecture;
   DecoderConfig decoder;
-  // Qwen3.5 hybrids (architecture Qwen3_5ForCausalLM / Qwen3_5ForConditionalGeneration): the
+  // Qwen3.5 hybrids (architecture Qwen3_5[Moe]ForCausalLM / Qwen3_5[Moe]ForConditionalGeneration): the
   // linear layers' shape; their RMSNorms scale by (1 + weight) and attention's q_proj also
   // yields a sigmoid output gate.
   bool hybrid = false;

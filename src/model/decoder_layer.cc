@@ -6,7 +6,7 @@ namespace dflash {
 
 DecoderLayerWeights LoadDecoderLayer(const TensorStore& store, const std::string& prefix,
                                      const DecoderConfig& c, const MoeConfig* moe) {
-  const int64_t H = c.hidden_size, I = c.intermediate_size;
+  const int64_t H = c.hidden_size;
   const int64_t q_dim = static_cast<int64_t>(c.num_heads) * c.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(c.num_kv_heads) * c.head_dim;
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
@@ -20,13 +20,7 @@ DecoderLayerWeights LoadDecoderLayer(const TensorStore& store, const std::string
   w.k_proj = matrix(".self_attn.k_proj.weight", kv_dim, H);
   w.v_proj = matrix(".self_attn.v_proj.weight", kv_dim, H);
   w.o_proj = matrix(".self_attn.o_proj.weight", H, q_dim);
-  if (moe) {
-    w.moe = LoadMoe(store, prefix + ".mlp", *moe, H);
-  } else {
-    w.gate_proj = matrix(".mlp.gate_proj.weight", I, H);
-    w.up_proj = matrix(".mlp.up_proj.weight", I, H);
-    w.down_proj = matrix(".mlp.down_proj.weight", H, I);
-  }
+  w.mlp = LoadFeedForward(store, prefix + ".mlp", c, moe);
   if (c.attention_bias) {
     w.q_bias = vector(".self_attn.q_proj.bias", q_dim);
     w.k_bias = vector(".self_attn.k_proj.bias", kv_dim);

@@ -13,7 +13,7 @@
 #include "core/thread_pool.h"
 #include "io/tensor_store.h"
 #include "model/config.h"
-#include "model/moe.h"
+#include "model/feed_forward.h"
 #include "model/pass_ends.h"
 #include "model/pass_profile.h"
 #include "model/rope.h"
@@ -23,15 +23,14 @@ namespace dflash {
 
 struct DecoderLayerWeights {
   WeightRef q_proj, k_proj, v_proj, o_proj;     // [heads*hd, H], [kv*hd, H], [kv*hd, H], [H, heads*hd]
-  WeightRef gate_proj, up_proj, down_proj;      // [I, H], [I, H], [H, I]; absent in a sparse layer
-  MoeWeights moe;                               // a sparse layer's router and experts (else empty)
+  FeedForwardWeights mlp;                       // dense, or in a target's sparse layer routed experts
   std::vector<float> q_bias, k_bias, v_bias, o_bias;  // empty unless attention_bias
   std::vector<float> input_norm, post_attention_norm;  // [H]
   std::vector<float> q_norm, k_norm;                   // [head_dim]
 };
 
 // Loads and shape-checks "<prefix>.self_attn.q_proj.weight" etc.; errors name the tensor.
-// With `moe`, the layer is sparse: "<prefix>.mlp" holds a router and experts (LoadMoe).
+// With `moe`, the layer is sparse: "<prefix>.mlp" holds a router and experts (LoadFeedForward).
 DecoderLayerWeights LoadDecoderLayer(const TensorStore& store, const std::string& prefix,
                                      const DecoderConfig& c, const MoeConfig* moe = nullptr);
 

@@ -14,7 +14,8 @@ Qwen3Model::Qwen3Model(const TargetConfig& config, const TensorStore& store,
       options_(options),
       pool_(pool),
       rope_(cfg_.rope, cfg_.head_dim, options.kv_capacity),
-      kv_layout_(cfg_.num_layers, cfg_.num_kv_heads, cfg_.head_dim, options.kv_capacity, options.kv_type) {
+      kv_layout_(cfg_.num_layers, cfg_.num_kv_heads, cfg_.head_dim, options.kv_capacity, options.kv_type),
+      mlp_(cfg_, config.moe, std::max(options.max_rows, 1)) {
   const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
   if (options_.max_rows < 1) Fail("target: max_rows must be at least 1");
   if (options_.kv_capacity < 1) Fail("target: kv capacity must be at least 1");
@@ -36,6 +37,7 @@ Qwen3Model::Qwen3Model(const TargetConfig& config, const TensorStore& store,
   for (int l = 0; l < cfg_.num_layers; ++l) {
     const bool sparse = moe.num_experts > 0 && moe.sparse[l];
     layers_.push_back(LoadDecoderLayer(store, "model.layers." + std::to_string(l), cfg_, sparse ? &moe : nullptr));
+    CountExperts(layers_.back().mlp, moe, expert_shape_);
   }
   final_norm_ = ToF32Vector(store.Require("model.norm.weight", {H}));
 
@@ -50,9 +52,6 @@ Qwen3Model::Qwen3Model(const TargetConfig& config, const TensorStore& store,
   k_new_.resize(R * kv_dim_);
   v_new_.resize(R * kv_dim_);
   attn_.resize(R * q_dim_);
-  gate_.resize(R * cfg_.intermediate_size);
-  up_.resize(R * cfg_.intermediate_size);
-  if (moe.num_experts > 0) moe_.emplace(moe, H, options_.max_rows);
   logits_.resize(R * V);
   features_.resize(R * std::max(feature_width_, 1));
   key_begin_.resize(R);
@@ -112,30 +111,14 @@ void Qwen3Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
   const FeatureCapture capture{options_.capture_layers, H, features_.data()};
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const ResidualStream stream{x_.data(), xn_.data(), n, H, eps, pool_};
+  experts_read_ = 0;
   RunLayers(std::span<const DecoderLayerWeights>(layers_), stream, &capture, clock,
-            [&](int l) { Attention(l, n, clock); }, [&](int l) { Mlp(layers_[l], n, clock); });
+            [&](int l) { Attention(l, n, clock); },
+            [&](int l) { experts_read_ += mlp_.Forward(layers_[l].mlp, xn_.data(), n, pool_, clock); });
   kv_->filled += n;
+  if (profile_) profile_->experts_read += experts_read_;
   FinishPass(x_.data(), xn_.data(), n, all_logits, final_norm_, eps, cfg_.num_layers, capture, lm_head_, logits_.data(),
              pool_, clock);
-}
-
-void Qwen3Model::Mlp(const DecoderLayerWeights& w, int n, StageClock& clock) {
-  if (!w.moe.experts.empty()) {
-    const int experts = moe_->Forward(w.moe, xn_.data(), n, xn_.data(), pool_);
-    if (profile_) profile_->experts_read += experts;
-    clock.Mark(PassStage::kExperts);
-    return;
-  }
-  const int64_t I = cfg_.intermediate_size;
-  const ops::MatMulOutput gate_up[] = {{&w.gate_proj, nullptr, gate_.data()}, {&w.up_proj, nullptr, up_.data()}};
-  ops::MatMulShared(xn_.data(), n, gate_up, pool_);
-  clock.Mark(PassStage::kGateUp);
-  pool_.ParallelFor(n, [&](int64_t r) {
-    ops::SiluMul(gate_.data() + r * I, up_.data() + r * I, I, gate_.data() + r * I);
-  });
-  clock.Mark(PassStage::kOther);
-  ops::MatMul(gate_.data(), n, w.down_proj, nullptr, xn_.data(), pool_);
-  clock.Mark(PassStage::kDown);
 }
 
 int64_t Qwen3Model::DecodeBytes(int ctx) const {
@@ -143,9 +126,8 @@ int64_t Qwen3Model::DecodeBytes(int ctx) const {
   int64_t total = bytes(lm_head_) + static_cast<int64_t>(embed_.row_bytes);
   for (int l = 0; l < cfg_.num_layers; ++l) {
     const DecoderLayerWeights& w = layers_[l];
-    for (const WeightRef* m : {&w.q_proj, &w.k_proj, &w.v_proj, &w.o_proj, &w.gate_proj, &w.up_proj, &w.down_proj})
-      total += bytes(*m);
-    if (!w.moe.experts.empty()) total += MoeDecodeBytes(w.moe, moe_->top_k());  // a row reads only its top-k experts
+    for (const WeightRef* m : {&w.q_proj, &w.k_proj, &w.v_proj, &w.o_proj}) total += bytes(*m);
+    total += FeedForwardDecodeBytes(w.mlp, expert_shape_.top_k);
     const int window = cfg_.layer_window[l];
     const int64_t keys = window > 0 ? std::min(ctx + 1, window) : ctx + 1;
     total += kv_layout_.ReadBytes(keys);

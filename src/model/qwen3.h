@@ -2,7 +2,6 @@
 // in its sparse layers (Qwen3MoeForCausalLM).
 #pragma once
 
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,11 +39,11 @@ class Qwen3Model final : public TargetModel {
   const WeightRef& lm_head() const override { return lm_head_; }
   int64_t DecodeBytes(int ctx) const override;
   void set_profile(PassProfile* profile) override { profile_ = profile; }
+  int experts_read() const override { return experts_read_; }
+  ExpertShape expert_shape() const override { return expert_shape_; }
 
  private:
   void Attention(int layer, int n, StageClock& clock);
-  // xn_ = the layer's MLP (dense or routed experts) applied to xn_'s n rows.
-  void Mlp(const DecoderLayerWeights& w, int n, StageClock& clock);
 
   DecoderConfig cfg_;
   TargetOptions options_;
@@ -59,6 +58,7 @@ class Qwen3Model final : public TargetModel {
   KvCache own_kv_;            // empty unless options.own_cache
   KvCache* kv_ = &own_kv_;    // the bound sequence
   PassProfile* profile_ = nullptr;
+  ExpertShape expert_shape_;
 
   // Scratch, max_rows rows each (shapes in the names' comments).
   std::vector<float> x_;         // [R][H] residual stream
@@ -66,8 +66,8 @@ class Qwen3Model final : public TargetModel {
   std::vector<float> q_;         // [R][q_dim]
   std::vector<float> k_new_, v_new_;  // [R][kv_dim] new keys/values in f32, before StoreKv
   std::vector<float> attn_;      // [R][q_dim]
-  std::vector<float> gate_, up_; // [R][I]
-  std::optional<MoeBlock> moe_;  // a MoE target's router and expert buffers
+  FeedForward mlp_;              // every layer's MLP buffers
+  int experts_read_ = 0;         // distinct experts the last Forward read, summed over its layers
   std::vector<float> logits_;    // [R][V]
   std::vector<float> features_;  // [R][F*H]
   std::vector<int32_t> key_begin_, key_end_;  // [R]

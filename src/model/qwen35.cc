@@ -123,8 +123,9 @@ Qwen35Model::Qwen35Model(const TargetConfig& config, const TensorStore& store, c
       full_layers_(static_cast<int>(std::count(cfg_.layer_linear.begin(), cfg_.layer_linear.end(), false))),
       linear_layers_(cfg_.num_layers - full_layers_),
       kv_layout_(full_layers_, cfg_.num_kv_heads, cfg_.head_dim, options.kv_capacity, options.kv_type),
-      deltanet_(config, std::max(options.max_rows, 1), pool) {
-  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size, I = cfg_.intermediate_size;
+      deltanet_(config, std::max(options.max_rows, 1), pool),
+      mlp_(cfg_, config.moe, std::max(options.max_rows, 1)) {
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
   if (options_.max_rows < 1) Fail("target: max_rows must be at least 1");
   if (options_.kv_capacity < 1) Fail("target: kv capacity must be at least 1");
   if (options_.kv_type != DType::kF32 && options_.kv_type != DType::kF16 && options_.kv_type != DType::kBF16)
@@ -167,9 +168,8 @@ Qwen35Model::Qwen35Model(const TargetConfig& config, const TensorStore& store, c
       w.q_norm = OnePlus(vector(p + ".self_attn.q_norm.weight", cfg_.head_dim));
       w.k_norm = OnePlus(vector(p + ".self_attn.k_norm.weight", cfg_.head_dim));
     }
-    w.gate_proj = matrix(p + ".mlp.gate_proj.weight", I, H);
-    w.up_proj = matrix(p + ".mlp.up_proj.weight", I, H);
-    w.down_proj = matrix(p + ".mlp.down_proj.weight", H, I);
+    w.mlp = LoadFeedForward(store, p + ".mlp", cfg_, config.moe.num_experts > 0 ? &config.moe : nullptr);
+    CountExperts(w.mlp, config.moe, expert_shape_);
     w.input_norm = OnePlus(vector(p + ".input_layernorm.weight", H));
     w.post_attention_norm = OnePlus(vector(p + ".post_attention_layernorm.weight", H));
     layers_.push_back(std::move(w));
@@ -189,8 +189,6 @@ Qwen35Model::Qwen35Model(const TargetConfig& config, const TensorStore& store, c
   k_new_.resize(R * kv_dim_);
   v_new_.resize(R * kv_dim_);
   attn_.resize(R * q_dim_);
-  gate_.resize(R * I);
-  up_.resize(R * I);
   logits_.resize(R * V);
   features_.resize(R * std::max(feature_width_, 1));
   key_begin_.resize(R);
@@ -369,7 +367,7 @@ void Qwen35Model::Attention(const Layer& w, int n, StageClock& clock) {
 
 void Qwen35Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
   const int n = static_cast<int>(tokens.size());
-  const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
+  const int64_t H = cfg_.hidden_size;
   if (n < 1 || n > options_.max_rows) Fail("target: Forward of ", n, " rows (max ", options_.max_rows, ")");
   if (!state_) Fail("target: Forward without a state bound");
   HybridState& s = *state_;
@@ -400,18 +398,11 @@ void Qwen35Model::Forward(std::span<const int32_t> tokens, bool all_logits) {
       Attention(w, n, clock);
     }
   };
-  const auto mlp = [&](int l) {
-    const Layer& w = layers_[l];
-    const ops::MatMulOutput gate_up[] = {{&w.gate_proj, nullptr, gate_.data()}, {&w.up_proj, nullptr, up_.data()}};
-    ops::MatMulShared(xn_.data(), n, gate_up, pool_);
-    clock.Mark(PassStage::kGateUp);
-    pool_.ParallelFor(n, [&](int64_t r) { ops::SiluMul(gate_.data() + r * I, up_.data() + r * I, I, gate_.data() + r * I); });
-    clock.Mark(PassStage::kOther);
-    ops::MatMul(gate_.data(), n, w.down_proj, nullptr, xn_.data(), pool_);
-    clock.Mark(PassStage::kDown);
-  };
+  const auto mlp = [&](int l) { experts_read_ += mlp_.Forward(layers_[l].mlp, xn_.data(), n, pool_, clock); };
+  experts_read_ = 0;
   RunLayers(std::span<const Layer>(layers_), stream, &capture, clock, mixer, mlp);
   s.kv.filled += n;
+  if (profile_) profile_->experts_read += experts_read_;
   FinishPass(x_.data(), xn_.data(), n, all_logits, final_norm_, eps, cfg_.num_layers, capture, lm_head_, logits_.data(),
              pool_, clock);
 }
@@ -421,7 +412,7 @@ int64_t Qwen35Model::DecodeBytes(int ctx) const {
   int64_t total = bytes(lm_head_) + static_cast<int64_t>(embed_.row_bytes);
   for (int l = 0; l < cfg_.num_layers; ++l) {
     const Layer& w = layers_[l];
-    for (const WeightRef* m : {&w.gate_proj, &w.up_proj, &w.down_proj}) total += bytes(*m);
+    total += FeedForwardDecodeBytes(w.mlp, expert_shape_.top_k);
     if (cfg_.layer_linear[l]) {
       const GatedDeltaNetWeights& g = w.linear;
       for (const WeightRef* m : {&g.in_proj_qkv, &g.in_proj_z, &g.in_proj_b, &g.in_proj_a, &g.out_proj}) {

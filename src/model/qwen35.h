@@ -1,8 +1,9 @@
 // Qwen3.5 / Qwen3.6 hybrid decoder (Qwen3_5ForCausalLM, and the text model of
 // Qwen3_5ForConditionalGeneration) over memory-mapped HF weights: Gated DeltaNet layers
 // (model/gated_deltanet.h) interleaved with gated full attention (q_proj also yields a sigmoid
-// output gate; q/k RMSNorm; partial rotary), each followed by a SwiGLU MLP. Its RMSNorms scale
-// by (1 + weight), folded into the loaded weights.
+// output gate; q/k RMSNorm; partial rotary), each followed by a SwiGLU MLP, or in the MoE
+// form (Qwen3_5Moe*) by routed experts plus a gated shared expert (model/feed_forward.h). Its
+// RMSNorms scale by (1 + weight), folded into the loaded weights.
 //
 // A sequence's state (HybridState) is the full-attention layers' KV cache plus, per linear
 // layer, the conv and recurrent state. Truncate restores exactly: a recurrent state cannot be
@@ -21,6 +22,7 @@
 
 #include "core/thread_pool.h"
 #include "io/tensor_store.h"
+#include "model/feed_forward.h"
 #include "model/gated_deltanet.h"
 #include "model/kv_cache.h"
 #include "model/rope.h"
@@ -81,6 +83,8 @@ class Qwen35Model final : public TargetModel {
   const WeightRef& lm_head() const override { return lm_head_; }
   int64_t DecodeBytes(int ctx) const override;
   void set_profile(PassProfile* profile) override { profile_ = profile; }
+  int experts_read() const override { return experts_read_; }
+  ExpertShape expert_shape() const override { return expert_shape_; }
 
   // The bound state's conv and recurrent state of linear layer `j` (in layer order): what
   // transformers' cache holds, for tests.
@@ -93,7 +97,7 @@ class Qwen35Model final : public TargetModel {
     GatedDeltaNetWeights linear;                 // linear layers
     WeightRef q_proj, k_proj, v_proj, o_proj;    // full-attention layers
     std::vector<float> q_norm, k_norm;           // (1 + w)
-    WeightRef gate_proj, up_proj, down_proj;
+    FeedForwardWeights mlp;
     std::vector<float> input_norm, post_attention_norm;  // (1 + w)
   };
 
@@ -116,6 +120,9 @@ class Qwen35Model final : public TargetModel {
   std::unique_ptr<HybridState> own_state_;  // null unless options.own_cache
   HybridState* state_ = nullptr;            // the bound sequence
   PassProfile* profile_ = nullptr;
+  ExpertShape expert_shape_;
+  FeedForward mlp_;
+  int experts_read_ = 0;  // distinct experts the last Forward read, summed over its layers
 
   // Scratch, max_rows rows each.
   std::vector<float> x_, xn_;          // [R][H] residual stream, normed input / mixer output
@@ -123,7 +130,6 @@ class Qwen35Model final : public TargetModel {
   std::vector<float> q_, gate_attn_;   // [R][q_dim]
   std::vector<float> k_new_, v_new_;   // [R][kv_dim]
   std::vector<float> attn_;            // [R][q_dim]
-  std::vector<float> gate_, up_;       // [R][I]
   std::vector<float> logits_;          // [R][V]
   std::vector<float> features_;        // [R][F*H]
   std::vector<int32_t> key_begin_, key_end_;

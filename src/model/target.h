@@ -59,6 +59,14 @@ class TargetState {
   virtual void Load(const ByteSource& in) = 0;
 };
 
+// A MoE target's routed experts as the cost model sees them; all zero for a dense target.
+struct ExpertShape {
+  int experts = 0;         // per sparse layer
+  int top_k = 0;
+  int sparse_layers = 0;
+  int64_t decode_bytes = 0;  // routed-expert bytes one decode step reads: top_k per sparse layer
+};
+
 class TargetModel {
  public:
   virtual ~TargetModel() = default;
@@ -106,6 +114,10 @@ class TargetModel {
   virtual int64_t DecodeBytes(int ctx) const = 0;
   // While set, every Forward adds its stage times to *profile (nullptr: off, no clock read).
   virtual void set_profile(PassProfile* profile) = 0;
+  // Distinct routed experts the last Forward read, summed over its sparse layers (0: dense):
+  // what a verify's expert cost grows with.
+  virtual int experts_read() const { return 0; }
+  virtual ExpertShape expert_shape() const { return {}; }
 };
 
 }  // namespace dflash

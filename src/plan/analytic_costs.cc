@@ -53,7 +53,16 @@ StepCosts AnalyticCosts(const ModelShape& target, const ModelShape& draft, const
   const double append_weights = double(draft.capture_layers) * draft.hidden * draft.hidden +
                                 2.0 * draft.layers * draft.hidden * draft.kv_heads * draft.head_dim;
   const double append_s = Seconds(append_weights * format.bytes_per_weight, append_weights, format, machine);
-  return {step_s * 1e3, draft_s * 1e3, row_s / step_s, pick_s * 1e3, append_s * 1e3};
+  // A MoE verify's rows read distinct experts (cost_model.h): the experts' share of a step is
+  // the time their top_k reads take, and the per-row slope applies to the rest.
+  ExpertCosts moe;
+  if (target.moe) {
+    const MoeShape& m = *target.moe;
+    const double expert_bytes =
+        double(target.layers) * m.experts_per_token * 3.0 * target.hidden * m.expert_intermediate * format.bytes_per_weight;
+    moe = {m.experts, m.experts_per_token, std::min(0.95, expert_bytes / (machine.bandwidth_gbs * 1e9) / step_s), 0.0};
+  }
+  return {step_s * 1e3, draft_s * 1e3, row_s / (step_s * (1 - moe.share)), pick_s * 1e3, append_s * 1e3, moe};
 }
 
 std::vector<std::string> AnalyticAssumptions() {
@@ -62,7 +71,9 @@ std::vector<std::string> AnalyticAssumptions() {
       "once, at the measured streaming bandwidth",
       "matrix and attention work runs at " + std::to_string(int(kComputeEfficiency * 100)) +
           "% of the measured compute peak (int8 peak for q8_0/q4_0/q4_k, f32 otherwise), added to the read time",
-      "a verify of k rows costs t_step * (1 + slope * (k - 1)): the weights are read once, the work grows per row",
+      "a verify of k rows costs t_step * (1 + slope * (k - 1)): the weights are read once, the work grows per row; "
+      "on a MoE target the routed experts' share s of a step becomes s * D(k) / top_k, D(k) = E (1 - (1 - top_k/E)^k) "
+      "distinct experts under uniform routing (the worst case)",
       "a draft pass reads the draft and the shared LM head once and computes a whole block of rows",
       "the loop's own work: a pick reads a row of logits, a draft-context append reads the draft's fc and K/V "
       "projections once per plain step or cycle",

@@ -194,7 +194,8 @@ Calibration Calibrate(const ModelShape& target, const ModelShape& draft, const s
   for (size_t i = 0; i < c.verify_ms.size(); ++i) c.verify_ms[i] *= i == 0 ? c.sustained_factor : c.cycle_factor;
   std::vector<double> ratios;
   for (double ms : c.verify_ms) ratios.push_back(ms / c.verify_ms.front());
-  c.costs = {c.verify_ms.front(), c.draft_ms, FitVerifySlope(c.rows, ratios), c.pick_ms, c.append_ms};
+  // Dense targets only (synthetic_model.h): no expert term.
+  c.costs = {c.verify_ms.front(), c.draft_ms, FitVerifySlope(c.rows, ratios), c.pick_ms, c.append_ms, {}};
   return c;
 }
 

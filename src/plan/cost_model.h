@@ -4,7 +4,9 @@
 // planner (plan/plan.h) on costs it derives (plan/analytic_costs.h) or calibrates
 // (plan/calibrate.h); `bench --report` puts its prediction beside the measurement.
 //
-//   t_verify(k) = t_step * (1 + slope * (k - 1))
+//   t_verify(k) = t_step * ((1 - s) (1 + slope * (k - 1)) + s * D(k) / top_k)
+//                 s: a MoE target's share of a step spent reading its top_k routed experts (0
+//                 for a dense target), D(k): distinct experts k rows read per sparse layer
 //   E[k]        = 1 + a1 + a1 a2 + ... + a1 ... a(k-1)     tokens a k-row verify commits, for
 //                                                          per-depth acceptances a_d
 //   plain step  = t_step + t_pick + t_append
@@ -25,26 +27,50 @@
 
 namespace dflash::plan {
 
-// The three numbers the model needs.
+// A MoE target's routed experts. A verify's rows choose their experts independently, so it
+// reads more experts than a decode step's top_k, and a memory-bound step's expert time grows
+// with them: D(rows) = E (1 - (1 - k/E)^rows) per sparse layer under uniform routing over E
+// experts. Trained routers concentrate: `effective` is the expert count E_eff <= E whose uniform
+// routing gives the distinct counts measured (random weights route near-uniformly, the worst case).
+struct ExpertCosts {
+  int experts = 0;         // E per sparse layer; 0: a dense target, no expert term
+  int top_k = 0;
+  double share = 0;        // s: fraction of a decode step spent reading its top_k experts, [0, 1)
+  double effective = 0;    // E_eff in [top_k, experts]; 0: experts (uniform routing)
+};
+
+// E (1 - (1 - k/E)^rows): the expected distinct experts `rows` rows choose among `experts`.
+double DistinctExperts(double experts, int top_k, int rows);
+// The E_eff in [top_k, experts] whose DistinctExperts(E_eff, top_k, rows) is `distinct`.
+double EffectiveExperts(int experts, int top_k, int rows, double distinct);
+// D(rows) for c: with E_eff when set, else E.
+double ExpectedDistinctExperts(const ExpertCosts& c, int rows);
+
+// The numbers the model needs.
 struct StepCosts {
   double step_ms = 0;   // one plain decode step at the context
   double draft_ms = 0;  // one draft pass over a whole block
-  double slope = 0;     // (t_verify(k) / t_step - 1) / (k - 1)
+  double slope = 0;     // the per-row growth of t_verify's non-expert part, relative to a step
   // The loop's own work (0 where the times above were taken around it, as the adaptive
   // policy's are): one token picked from a logits row (greedy: an argmax over the
   // vocabulary), and one append of committed rows' target features to the draft's context
   // (its fc projection and each draft layer's K/V; 1 to 16 rows cost about alike).
   double pick_ms = 0;
   double append_ms = 0;
+  ExpertCosts moe;      // a MoE target's expert term (zero: dense)
 };
 
 double VerifyMs(const StepCosts& c, int rows);
 double PlainStepMs(const StepCosts& c);  // a plain decode step with the loop's work
 // One cycle verifying `rows` rows that commits `expected_tokens` on average, loop included.
 double CycleMs(const StepCosts& c, double expected_tokens, int rows);
+// The non-expert part of a verify's cost ratio t(rows) / t(1) whose `distinct` experts per
+// sparse layer make the rest (the ratio itself for a dense target): the sample the slope fits.
+double DenseRatio(const ExpertCosts& moe, double ratio, double distinct);
 // The slope of measured verify costs, ratios[i] = t(rows[i]) / t(1): the least-squares fit of
-// ratio - 1 = slope x (rows - 1) (0 when no point has more than one row).
-double FitVerifySlope(std::span<const int> rows, std::span<const double> ratios);
+// DenseRatio - 1 = slope x (rows - 1) with the expected distinct experts (0 when no point has
+// more than one row).
+double FitVerifySlope(std::span<const int> rows, std::span<const double> ratios, const ExpertCosts& moe = {});
 // Tokens per ms of cycles that verify `rows` rows and commit `expected_tokens` on average.
 double CycleTokensPerMs(const StepCosts& c, double expected_tokens, int rows);
 

@@ -41,7 +41,8 @@ Diagnostics::Diagnostics(const std::string& dir, const nlohmann::ordered_json& c
               {"completion_tokens", 0}, {"cache_hits", 0}, {"wall_s", 0.0},     {"predicted_ms", 0.0},
               {"prompt_ms", 0.0},  {"draft_ms", 0.0},   {"verify_ms", 0.0},     {"draft_n", 0},
               {"draft_n_accepted", 0}, {"cycles", 0},   {"verified_rows", 0},   {"plain_steps", 0},
-              {"fallbacks", 0},    {"probes", 0},       {"finish_reasons", nlohmann::ordered_json::object()}};
+              {"fallbacks", 0},    {"probes", 0},       {"steps", 0},           {"step_experts", 0},
+              {"verify_experts", 0}, {"finish_reasons", nlohmann::ordered_json::object()}};
 }
 
 void Diagnostics::Write(const nlohmann::ordered_json& r) {
@@ -63,7 +64,8 @@ void Diagnostics::Write(const nlohmann::ordered_json& r) {
   add("prompt_ms", r["timings"]["prompt_ms"]);
   add("draft_n", r["timings"]["draft_n"]);
   add("draft_n_accepted", r["timings"]["draft_n_accepted"]);
-  for (const char* key : {"draft_ms", "verify_ms", "cycles", "verified_rows", "plain_steps", "fallbacks", "probes"}) {
+  for (const char* key : {"draft_ms", "verify_ms", "cycles", "verified_rows", "plain_steps", "fallbacks", "probes", "steps",
+                          "step_experts", "verify_experts"}) {
     add(key, r["spec"][key]);
   }
   const std::string reason = r["finish_reason"].get<std::string>();
@@ -74,6 +76,11 @@ void Diagnostics::Write(const nlohmann::ordered_json& r) {
   s["acceptance"] = drafted > 0 ? static_cast<double>(s["draft_n_accepted"].get<int64_t>()) / drafted : 0.0;
   const int64_t cycles = s["cycles"].get<int64_t>();
   s["verified_rows_per_cycle"] = cycles > 0 ? static_cast<double>(s["verified_rows"].get<int64_t>()) / cycles : 0.0;
+  // A MoE target's distinct routed experts read per pass (summed over its sparse layers): a
+  // verify's grows with its rows and costs what reading them costs.
+  const int64_t steps = s["steps"].get<int64_t>();
+  s["experts_per_step"] = steps > 0 ? static_cast<double>(s["step_experts"].get<int64_t>()) / steps : 0.0;
+  s["experts_per_verify"] = cycles > 0 ? static_cast<double>(s["verify_experts"].get<int64_t>()) / cycles : 0.0;
   s["peak_rss_mib"] = PeakRssMiB();
   const std::string tmp = dir_ + "/summary.json.tmp";
   {

@@ -72,6 +72,8 @@ void Metrics::Record(const GenerationRecord& r) {
   accepted_ += s.accepted;
   plain_steps_ += s.plain_steps;
   fallbacks_ += s.fallbacks;
+  step_experts_ += s.step_experts;
+  verify_experts_ += s.verify_experts;
   // accept_hist[k]: cycles that committed k tokens, i.e. accepted drafts 1..k-1.
   const size_t positions = s.accept_hist.size() > 2 ? s.accept_hist.size() - 2 : 0;
   if (accepted_at_.size() < positions) {
@@ -115,6 +117,10 @@ std::string Metrics::Render(const PoolGauges& pool) const {
   Counter(out, "dflash_spec_accepted_tokens_total", "Drafted tokens accepted.", static_cast<double>(accepted_));
   Counter(out, "dflash_spec_plain_steps_total", "Plain decode steps taken although a draft was loaded (adaptive policy).", static_cast<double>(plain_steps_));
   Counter(out, "dflash_spec_fallbacks_total", "Switches from DFlash to plain decoding by the adaptive policy.", static_cast<double>(fallbacks_));
+  Header(out, "dflash_experts_read_total", "counter",
+         "MoE targets: distinct routed experts read, summed over sparse layers, by plain steps and verify passes.");
+  Line(out, "dflash_experts_read_total", static_cast<double>(step_experts_), "pass=\"step\"");
+  Line(out, "dflash_experts_read_total", static_cast<double>(verify_experts_), "pass=\"verify\"");
   Header(out, "dflash_spec_position_accepted_total", "counter",
          "Cycles whose drafted token at block position N was accepted (position 1 = first drafted token).");
   for (size_t j = 0; j < accepted_at_.size(); ++j) {

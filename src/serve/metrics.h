@@ -56,6 +56,7 @@ class Metrics {
   uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0;
   std::map<std::string, uint64_t> cache_hits_;  // by tier
   uint64_t cycles_ = 0, drafted_ = 0, accepted_ = 0, plain_steps_ = 0, fallbacks_ = 0;
+  uint64_t step_experts_ = 0, verify_experts_ = 0;  // a MoE target's distinct experts read
   std::vector<uint64_t> accepted_at_;  // [j]: cycles whose drafted token j+1 was accepted
   std::vector<uint64_t> offered_at_;   // [j]: cycles that drafted a token at position j+1
   Histogram latency_, ttft_, decode_rate_, prefill_rate_;

@@ -404,7 +404,10 @@ void Server::Impl::Record(const Job& job, const Outcome& o) {
                {"fallbacks", s.fallbacks},
                {"probes", s.probes},
                {"draft_ms", s.draft_ms},
-               {"verify_ms", s.verify_ms}};
+               {"verify_ms", s.verify_ms},
+               {"steps", s.steps},
+               {"step_experts", s.step_experts},
+               {"verify_experts", s.verify_experts}};
   d["peak_rss_mib"] = PeakRssMiB();
   diagnostics->Write(d);
 }

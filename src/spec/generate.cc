@@ -205,6 +205,8 @@ bool Decoder::Prefill(std::span<const int32_t> prompt) {
 std::span<const int32_t> Decoder::PlainStep() {
   const int pos = target_.kv_length();
   target_.Forward({&pending_, 1}, /*all_logits=*/false);
+  result_.stats.steps++;
+  result_.stats.step_experts += target_.experts_read();
   if (drafter_) drafter_->AppendContext(target_.Features(0), 1, pos);
   pending_ = Pick(target_.Logits(0), pos + 1);
   return {&pending_, 1};
@@ -225,6 +227,7 @@ std::span<const int32_t> Decoder::SpeculativeCycle(int B, int rows) {
 
   const double t1 = Now();
   target_.Forward({drafted_.data(), static_cast<size_t>(rows)}, /*all_logits=*/true);
+  st.verify_experts += target_.experts_read();
   int32_t next;
   const int accepted = rejection_ ? AcceptByRejection(rows, pos, &next) : AcceptByMatch(rows, pos, &next);
   DraftsInHistory(0);  // Commit adds the tokens the cycle commits
@@ -243,6 +246,14 @@ std::span<const int32_t> Decoder::SpeculativeCycle(int B, int rows) {
   drafted_[accepted + 1] = next;
   pending_ = next;
   return {drafted_.data() + 1, static_cast<size_t>(accepted + 1)};
+}
+
+// A MoE target's experts as the policy's cost model takes them: their share of a decode step
+// is their share of its bytes (a decode step is memory-bound), at the context decoding starts.
+plan::ExpertCosts ExpertCostsOf(const TargetModel& target, int context) {
+  const ExpertShape e = target.expert_shape();
+  if (e.sparse_layers == 0) return {};
+  return {e.experts, e.top_k, static_cast<double>(e.decode_bytes) / target.DecodeBytes(context), 0.0};
 }
 
 GenerateResult Decoder::Run(std::span<const int32_t> prompt) {
@@ -276,7 +287,8 @@ GenerateResult Decoder::Run(std::span<const int32_t> prompt) {
   const double decode_start = Now();
   bool running = Commit({&pending_, 1});
   const bool speculate = drafter_ && opt_.block_size > 1;
-  SpeculationController policy(opt_.policy, opt_.block_size);
+  SpeculationController policy(opt_.policy, opt_.block_size, ExpertCostsOf(target_, target_.kv_length()));
+  const int sparse_layers = target_.expert_shape().sparse_layers;
   while (running) {
     std::span<const int32_t> committed;
     {
@@ -292,7 +304,8 @@ GenerateResult Decoder::Run(std::span<const int32_t> prompt) {
       const double step_start = Now();
       if (rows > 1) {
         committed = SpeculativeCycle(B, rows);
-        policy.OnCycle(last_draft_ms_, last_verify_ms_, rows, static_cast<int>(committed.size()) - 1);
+        const double distinct = sparse_layers > 0 ? double(target_.experts_read()) / sparse_layers : -1;
+        policy.OnCycle(last_draft_ms_, last_verify_ms_, rows, static_cast<int>(committed.size()) - 1, distinct);
       } else {
         committed = PlainStep();
         if (speculate) {

@@ -36,6 +36,10 @@ struct GenerateStats {
   int plain_steps = 0;      // decode steps run plainly although a draft was given (policy)
   int fallbacks = 0;        // times the adaptive policy switched from DFlash to plain
   int probes = 0;           // cycles the adaptive policy ran to test DFlash again after a fallback
+  // A MoE target's distinct routed experts read, summed over sparse layers and passes: by the
+  // verify passes, and by the plain decode steps (a step reads top_k per sparse layer).
+  int64_t verify_experts = 0, step_experts = 0;
+  int steps = 0;            // plain decode steps (with or without a draft)
   std::vector<int> accept_hist;  // [k] = cycles that committed k tokens (k = a + 1)
   double prefill_ms = 0, ttft_ms = 0, decode_ms = 0, draft_ms = 0, verify_ms = 0;
 

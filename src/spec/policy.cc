@@ -42,8 +42,8 @@ SpecPolicy ParseSpecPolicy(std::string_view name) {
 
 std::string_view SpecPolicyName(SpecPolicy p) { return p == SpecPolicy::kAlways ? "always" : "adaptive"; }
 
-SpeculationController::SpeculationController(SpecPolicy policy, int block)
-    : policy_(policy), block_(std::max(1, block)), next_rows_(std::min(kProbeRows, std::max(1, block))) {
+SpeculationController::SpeculationController(SpecPolicy policy, int block, const plan::ExpertCosts& moe)
+    : policy_(policy), block_(std::max(1, block)), moe_(moe), next_rows_(std::min(kProbeRows, std::max(1, block))) {
   ResetAcceptance();
 }
 
@@ -62,7 +62,8 @@ double SpeculationController::ExpectedTokens(int rows) const {
 }
 
 plan::StepCosts SpeculationController::Costs() const {
-  return {step_ms_, std::max(draft_ms_, 0.0), std::max(slope_, 0.0)};
+  // The loop's own work is inside the measured times: no pick or append terms.
+  return {step_ms_, std::max(draft_ms_, 0.0), std::max(slope_, 0.0), 0, 0, moe_};
 }
 
 double SpeculationController::Rate(int rows) const {
@@ -87,7 +88,8 @@ void SpeculationController::OnPlainStep(double ms) {
   if (plain_left_ > 0) --plain_left_;
 }
 
-void SpeculationController::OnCycle(double draft_ms, double verify_ms, int rows, int accepted) {
+void SpeculationController::OnCycle(double draft_ms, double verify_ms, int rows, int accepted,
+                                    double distinct_experts) {
   if (rows < 2 || rows > block_ || accepted < 0 || accepted > rows - 1) {
     Fail("internal: cycle of ", rows, " rows with ", accepted, " accepted drafts (block ", block_, ")");
   }
@@ -97,9 +99,16 @@ void SpeculationController::OnCycle(double draft_ms, double verify_ms, int rows,
   probes_ += probe;
   const double blended_draft = BlendTime(draft_ms_, draft_ms);
   draft_ms_ = probe ? ProbeUpdate(draft_ms_, draft_ms, blended_draft) : blended_draft;
+  double distinct = moe_.experts > 0 ? plan::ExpectedDistinctExperts(moe_, rows) : 0;
+  if (moe_.experts > 0 && distinct_experts >= 0) {
+    distinct = distinct_experts;
+    const double effective = plan::EffectiveExperts(moe_.experts, moe_.top_k, rows, distinct);
+    moe_.effective = Blend(moe_.effective > 0 ? moe_.effective : -1, effective);
+  }
   if (step_ms_ > 0) {
     const double capped_ms = slope_ < 0 ? verify_ms : std::min(verify_ms, kMaxJump * plan::VerifyMs(Costs(), rows));
-    const double slope = std::clamp((capped_ms / step_ms_ - 1.0) / (rows - 1), 0.0, 4.0);
+    const double ratio = plan::DenseRatio(moe_, capped_ms / step_ms_, distinct);
+    const double slope = std::clamp((ratio - 1.0) / (rows - 1), 0.0, 4.0);
     slope_ = probe ? ProbeUpdate(slope_, slope, Blend(slope_, slope)) : Blend(slope_, slope);
   }
   for (int d = 1; d < block_; ++d) {

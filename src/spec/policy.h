@@ -7,7 +7,10 @@
 // and decodes plainly instead while even that loses to 1 / t_step. Everything is measured as
 // the sequence runs (the cost model of plan/cost_model.h, which the planner predicts with too):
 // t_step from plain steps, t_draft and the per-row slope of t_verify from
-// cycles, and the draft's acceptance rate at each depth from what the target accepted. While
+// cycles, and the draft's acceptance rate at each depth from what the target accepted. On a MoE
+// target a verify's cost also grows with the distinct experts its rows read: the slope is fitted
+// to the rest of its cost, and the expert count routing concentrates on is fitted to the
+// distinct experts each verify measured, so a longer verify is charged the experts it would add. While
 // DFlash loses the controller backs off (doubling) and probes again with a short, cheap verify;
 // a verify whose every draft was accepted lengthens the next one. Output never depends on these
 // choices: every path is lossless, so only speed does.
@@ -30,17 +33,21 @@ std::string_view SpecPolicyName(SpecPolicy p);
 
 class SpeculationController {
  public:
-  // block: the draft's block size B (a cycle verifies 2..B rows).
-  SpeculationController(SpecPolicy policy, int block);
+  // block: the draft's block size B (a cycle verifies 2..B rows); moe: a MoE target's experts
+  // and their share of a step (effective unset: learnt from OnCycle's measured counts).
+  SpeculationController(SpecPolicy policy, int block, const plan::ExpertCosts& moe = {});
 
   // Rows the next step should verify: 1 for a plain step, else 2..block (the pending token and
   // rows - 1 drafts). Callers clamp it to what is left to generate.
   int NextRows() const;
   void OnPlainStep(double ms);
-  // A cycle that verified `rows` rows of which the first `accepted` drafts were accepted.
-  void OnCycle(double draft_ms, double verify_ms, int rows, int accepted);
+  // A cycle that verified `rows` rows of which the first `accepted` drafts were accepted, its
+  // verify reading `distinct_experts` routed experts per sparse layer (< 0: not measured).
+  void OnCycle(double draft_ms, double verify_ms, int rows, int accepted, double distinct_experts = -1);
 
   int fallbacks() const { return fallbacks_; }
+  // The costs measured so far, as the cost model takes them (step_ms < 0: no plain step yet).
+  plan::StepCosts costs() const { return Costs(); }
   int probes() const { return probes_; }
   // The expected tokens a cycle verifying `rows` rows commits, from the acceptance estimates.
   double ExpectedTokens(int rows) const;
@@ -66,7 +73,8 @@ class SpeculationController {
   int block_;
   double step_ms_ = -1;   // moving average of a plain step (-1: not measured yet)
   double draft_ms_ = -1;  // moving average of a draft pass
-  double slope_ = -1;     // moving average of (t_verify / t_step - 1) / (rows - 1)
+  double slope_ = -1;     // moving average of (DenseRatio(t_verify / t_step) - 1) / (rows - 1)
+  plan::ExpertCosts moe_;  // effective: moving average of the measured E_eff (0: none yet)
   // Decayed counts, per draft depth d = 1..block-1, of cycles that verified draft d with drafts
   // 1..d-1 accepted (reached) and of those that accepted it too.
   std::vector<double> reached_, accepted_;

@@ -281,7 +281,7 @@ def test_metrics_and_diagnostics(server):
     _, text = server.raw("GET", "/metrics")
     for name in ("dflash_requests_total", "dflash_completion_tokens_total", "dflash_request_duration_seconds_bucket",
                  "dflash_decode_tokens_per_second_bucket", "dflash_spec_cycles_total",
-                 'dflash_spec_position_accepted_total{position="1"}'):
+                 'dflash_spec_position_accepted_total{position="1"}', 'dflash_experts_read_total{pass="verify"}'):
         assert name in text, name
     assert server.metric("dflash_spec_drafted_tokens_total") > 0
     run, = [p for p in server.diag.iterdir() if p.is_dir()]  # one folder per server run

@@ -187,8 +187,10 @@ def test_diagnostics_summary_has_the_config_and_policy_counters(keyed):
         assert k in config, k
     assert config["threads"] == 1 and config["context"] == 512
     for k in ("cycles", "verified_rows", "verified_rows_per_cycle", "plain_steps", "fallbacks", "probes",
-              "draft_ms", "verify_ms"):
+              "draft_ms", "verify_ms", "steps", "experts_per_step", "experts_per_verify"):
         assert k in summary, k
+    # A dense target reads no routed experts (MoE targets: tests/moe_test.cc counts them).
+    assert summary["step_experts"] == 0 and summary["verify_experts"] == 0
     last = json.loads((runs[0] / "requests.jsonl").read_text().splitlines()[-1])
     spec = last["spec"]
     assert spec["cycles"] + spec["plain_steps"] > 0 and spec["verified_rows"] >= 2 * spec["cycles"]
