@@ -90,20 +90,28 @@ def randomise(model, gen):
                 p.copy_(torch.empty(p.shape).uniform_(0.05, 1.5, generator=gen).log())
 
 
-def make_target(name, spec, out, gen):
-    text = Qwen3_5TextConfig(**dict(BASE, **spec["cfg"]))
+DENSE = (Qwen3_5TextConfig, Qwen3_5Config, Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration)
+
+
+def make_target(name, spec, out, gen, base=BASE, classes=DENSE, init=None, **save_kwargs):
+    """A Qwen3.5 target of `classes` (text config, multimodal config, text model, multimodal
+    model: the MoE family passes its own), randomised (then `init`), saved and reloaded in f32."""
+    text_config, config, text_model, nested_model = classes
+    text = text_config(**dict(base, **spec["cfg"]))
     if spec.get("nested"):
-        cls = Qwen3_5ForConditionalGeneration
-        model = cls(Qwen3_5Config(text_config=text.to_dict(), vision_config=VISION,
-                                  tie_word_embeddings=text.tie_word_embeddings))
+        cls = nested_model
+        model = cls(config(text_config=text.to_dict(), vision_config=VISION,
+                           tie_word_embeddings=text.tie_word_embeddings))
     else:
-        cls = Qwen3_5ForCausalLM
+        cls = text_model
         model = cls(text)
     model.eval()
     randomise(model, gen)
+    if init:
+        init(model, gen)
     model = model.to(spec["dtype"])
     path = os.path.join(out, name)
-    save_target(model, path, BASE["eos_token_id"])
+    save_target(model, path, base["eos_token_id"], **save_kwargs)
     return cls.from_pretrained(path, dtype=torch.float32).eval()
 
 

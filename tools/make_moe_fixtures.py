@@ -1,4 +1,6 @@
-"""Tiny random Qwen3-MoE checkpoints (Qwen3MoeForCausalLM) and golden outputs from transformers.
+"""Tiny random MoE checkpoints and golden outputs from transformers: Qwen3MoeForCausalLM, and the
+Qwen3.5/3.6 hybrid MoE (Qwen3_5MoeForCausalLM, Qwen3_5MoeForConditionalGeneration's text model:
+routed experts always renormalised plus a shared expert behind a sigmoid gate, in every layer).
 
 Each target is saved by transformers' own save_pretrained, in one of the two layouts it writes:
 per-expert tensors (the default, `mlp.experts.<e>.{gate,up,down}_proj.weight`, as the published
@@ -18,16 +20,24 @@ the same library in float32 on the stored weights:
                                            own greedy spec_generate output on the MoE target)
   tests/goldens/moe/manifest.json          targets, their layouts, the smallest router margin
 
+The Qwen3.5 MoE targets: Qwen3_5MoeForCausalLM with per-expert tensors (save_pretrained's
+default, the original checkpoint format), and the multimodal class, as the published
+Qwen3.5/3.6-35B-A3B are, with the text model under model.language_model and a tiny vision tower
+beside it, saved with fused experts. Their block output includes the shared expert.
+
 Run with the reference venv:  .venv-ref/bin/python tools/make_moe_fixtures.py
 """
 import os
 
 import torch
 from safetensors.torch import save_file
-from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+from transformers import (Qwen3_5MoeConfig, Qwen3_5MoeForCausalLM, Qwen3_5MoeForConditionalGeneration,
+                          Qwen3_5MoeTextConfig, Qwen3MoeConfig, Qwen3MoeForCausalLM)
 
 from make_fixtures import (BASE, MASK_ID, PROMPTS, greedy_continuation, new_manifest, parse_args, perturb_norms,
                            record_prompt, save_drafts, save_target, target_entry, write_manifest)
+from make_hybrid_fixtures import BASE as HYBRID_BASE, FULL, LIN
+from make_hybrid_fixtures import make_target as make_qwen35_target
 
 # Narrower than the dense fixtures (hidden 32, not 64) so that the experts stay small; every
 # width a whole number of 32-element Q8_0 blocks, so load-time quantisation applies to them.
@@ -60,6 +70,24 @@ TARGETS = {
                                    num_hidden_layers=2, tie_word_embeddings=True)),
 }
 
+# The hybrid MoE: no dense MLP (no intermediate_size), hidden 32 as above.
+HYBRID_MOE_BASE = dict(HYBRID_BASE, hidden_size=32, num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+                       linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+                       linear_value_head_dim=8, moe_intermediate_size=32,
+                       rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                        "partial_rotary_factor": 0.25, "mrope_section": [1, 1, 0]})
+HYBRID_TARGETS = {
+    # f32 Qwen3_5MoeForCausalLM, per-expert tensors, top-2 of 8, shared expert 64 wide.
+    "qwen35moe-tiny": dict(dtype=torch.float32, fused=False,
+                           cfg=dict(num_experts=8, num_experts_per_tok=2, shared_expert_intermediate_size=64,
+                                    num_hidden_layers=4, layer_types=[LIN, FULL, LIN, FULL])),
+    # bf16 Qwen3_5MoeForConditionalGeneration (the published class): text_config nested,
+    # fused experts under model.language_model, top-3 of 6, shared expert 32 wide, tied.
+    "qwen35moe-vl-bf16": dict(dtype=torch.bfloat16, fused=True, nested=True,
+                              cfg=dict(num_experts=6, num_experts_per_tok=3, shared_expert_intermediate_size=32,
+                                       num_hidden_layers=3, layer_types=[LIN, LIN, FULL],
+                                       tie_word_embeddings=True)),
+}
 
 DRAFTS = {
     # 2 draft layers over target layers 0 and 2 (one sparse, one dense).
@@ -76,6 +104,8 @@ def spread_routers(model, gen):
         for name, p in model.named_parameters():
             if name.endswith("mlp.gate.weight"):
                 p.copy_(0.5 * torch.randn(p.shape, generator=gen))
+            if name.endswith("mlp.shared_expert_gate.weight"):  # a gate logit of a few units: sigmoid far from 1/2
+                p.copy_(torch.randn(p.shape, generator=gen))
 
 
 def make_target(name, spec, out, gen):
@@ -89,8 +119,20 @@ def make_target(name, spec, out, gen):
     return Qwen3MoeForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
 
 
+def make_hybrid_target(name, spec, out, gen):
+    return make_qwen35_target(name, spec, out, gen, base=HYBRID_MOE_BASE, init=spread_routers,
+                              classes=(Qwen3_5MoeTextConfig, Qwen3_5MoeConfig, Qwen3_5MoeForCausalLM,
+                                       Qwen3_5MoeForConditionalGeneration),
+                              save_original_format=not spec["fused"])
+
+
+def decoder_layers(model):
+    inner = model.model
+    return (inner.language_model if hasattr(inner, "language_model") else inner).layers
+
+
 def sparse_layers(model):
-    return [i for i, layer in enumerate(model.model.layers) if hasattr(layer.mlp, "gate")]
+    return [i for i, layer in enumerate(decoder_layers(model)) if hasattr(layer.mlp, "gate")]
 
 
 @torch.no_grad()
@@ -102,7 +144,7 @@ def target_goldens(model):
         captured = {}
         hooks = []
         for l in sparse_layers(model):
-            block = model.model.layers[l].mlp
+            block = decoder_layers(model)[l].mlp
 
             def block_hook(_, args, output, l=l):
                 captured[f"layer{l}.moe_input"] = args[0][0].clone()
@@ -132,13 +174,10 @@ def target_goldens(model):
     return g, margin
 
 
-def main():
-    args = parse_args(__doc__, "tests/goldens/moe")
-    manifest = new_manifest()
-    models = {}
-    for name, spec in TARGETS.items():
+def save_moe_targets(targets, make, args, manifest, models):
+    for name, spec in targets.items():
         for seed in range(SEEDS):
-            model = make_target(name, spec, args.out, torch.Generator().manual_seed(1000 * len(name) + seed))
+            model = make(name, spec, args.out, torch.Generator().manual_seed(1000 * len(name) + seed))
             goldens, margin = target_goldens(model)
             if margin >= MIN_MARGIN:
                 break
@@ -152,7 +191,17 @@ def main():
                                          min_router_margin=margin)
         print(f"target {name}: saved ({manifest['targets'][name]['layout']}, "
               f"sparse layers {sparse_layers(model)}, router margin {margin:.2e})", flush=True)
+
+
+def main():
+    args = parse_args(__doc__, "tests/goldens/moe")
+    manifest = new_manifest()
+    models = {}
+    save_moe_targets(TARGETS, make_target, args, manifest, models)
     save_drafts(DRAFTS, models, args, manifest)
+    # After the drafts, so that the Qwen3 MoE fixtures above draw the same random numbers as
+    # before these were added (byte-identical files).
+    save_moe_targets(HYBRID_TARGETS, make_hybrid_target, args, manifest, models)
     write_manifest(manifest, os.path.join(args.goldens, "manifest.json"))
 
 
