@@ -193,7 +193,7 @@ std::string ReportMarkdown(const BenchReport& r, const std::string& stem) {
     << "| measured peak RSS (both models loaded, plain and DFlash runs) | " << Fixed(r.peak_rss_mib, 0) << " |\n"
     << "| estimate (`src/plan/memory_model.h`, from headers and shapes) | " << mib(m.total()) << " |\n"
     << "| - target weights | " << mib(m.target_weights) << " |\n| - draft weights | " << mib(m.draft_weights) << " |\n"
-    << "| - stored files read while quantising at load | " << mib(m.load_files) << " |\n"
+    << "| - the largest stored matrix, read while quantising at load | " << mib(m.load_files) << " |\n"
     << "| - KV cache at --ctx " << r.context << " | " << mib(m.kv_cache) << " |\n"
     << "| - draft context cache | " << mib(m.draft_cache) << " |\n"
     << "| - buffers and runtime | " << mib(m.buffers) << " |\n\n"

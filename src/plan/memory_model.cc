@@ -178,7 +178,11 @@ MemoryNeed EstimateRunMemory(const ModelShape& target, const ModelShape* draft, 
     m.target_weights = target_file_bytes;
     m.draft_weights = draft ? draft_file_bytes : 0;
   } else {
-    m.load_files = target_file_bytes + (draft ? draft_file_bytes : 0);
+    // A matrix's mapped pages are dropped once its quantised copy replaces it
+    // (TensorStore::ReplaceTensor), so the stored files add at most one matrix at a time: the
+    // largest, the embedding, as stored.
+    const double stored_per_weight = double(target_file_bytes) / std::max(CountParams(target).total(), 1.0);
+    m.load_files = static_cast<int64_t>(double(target.vocab) * target.hidden * stored_per_weight);
   }
   return m;
 }

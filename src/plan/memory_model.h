@@ -55,7 +55,7 @@ struct MemoryNeed {
   int64_t draft_cache = 0;     // the draft's context K/V (f32), at the context
   int64_t recurrent_state = 0;
   int64_t buffers = 0;         // logits, activations, runtime
-  int64_t load_files = 0;      // stored files read while quantised at load (EstimateRunMemory)
+  int64_t load_files = 0;      // the stored matrix read while quantised at load (EstimateRunMemory)
   int64_t total() const {
     return target_weights + draft_weights + kv_cache + draft_cache + recurrent_state + buffers + load_files;
   }
@@ -68,8 +68,8 @@ MemoryNeed EstimateMemory(const ModelShape& target, const ModelShape& draft, con
 
 // The peak resident memory of a process running these files, to set beside a measured peak
 // RSS: weights as stored (`quant` empty: the files' own bytes) or quantised at load to `quant`
-// (the quantised copy, plus the stored files, whose mapped pages are resident while they are
-// read); no draft when `draft` is null.
+// (the quantised copy, plus the largest stored matrix, whose mapped pages are resident while it
+// is read); no draft when `draft` is null.
 MemoryNeed EstimateRunMemory(const ModelShape& target, const ModelShape* draft, int64_t target_file_bytes,
                              int64_t draft_file_bytes, const std::string& quant, int64_t context, int kv_bytes);
 

@@ -151,8 +151,10 @@ def test_report_memory_estimate_is_within_its_bound_of_peak_rss(tmp_path, quant)
     estimate_mib = m["estimate"]["total_bytes"] / 2**20
     rel, fixed = MEMORY_BOUND
     assert abs(estimate_mib - m["peak_rss_mib"]) <= rel * m["peak_rss_mib"] + fixed, (estimate_mib, m)
-    # Quantised at load, the stored files count once more (their pages are read while quantising).
-    files = sum(f.stat().st_size for f in PAIR.glob("*/model.safetensors"))
-    assert m["estimate"]["load_files_bytes"] == (0 if quant == "none" else pytest.approx(files, rel=0.01))
+    # Quantised at load, the largest stored matrix counts once more (its pages are read while
+    # quantising, then dropped): some of the target's file, not all of it.
+    target_file = (PAIR / "target" / "model.safetensors").stat().st_size
+    load = m["estimate"]["load_files_bytes"]
+    assert load == 0 if quant == "none" else 0 < load < target_file
     md = (tmp_path / "report.md").read_text()
     assert "| measured peak RSS" in md and "| estimate (`src/plan/memory_model.h`" in md
