@@ -22,6 +22,7 @@
 #include "bench/verify_cost.h"
 #include "commands.h"
 #include "core/error.h"
+#include "core/peak_rss.h"
 #include "io/json_file.h"
 #include "model_flags.h"
 #include "open_tokenizer.h"

@@ -1,6 +1,5 @@
 #include "bench/machine.h"
 
-#include <sys/resource.h>
 
 #include <fstream>
 #include <thread>
@@ -48,12 +47,6 @@ Json MachineJson(const MachineInfo& m, int threads) {
               {"threads", threads},
               {"simd_target", m.simd_target},
               {"memory_gb", m.memory_gb}};
-}
-
-double PeakRssMiB() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
 }  // namespace dflash

@@ -18,7 +18,5 @@ struct MachineInfo {
 
 MachineInfo DescribeMachine();
 Json MachineJson(const MachineInfo& m, int threads);
-// Peak resident set size of this process so far, in MiB.
-double PeakRssMiB();
 
 }  // namespace dflash

@@ -1,21 +1,15 @@
 #include "serve/diagnostics.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <ctime>
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/peak_rss.h"
 #include "serve/json_text.h"
 
 namespace dflash::serve {
-
-double PeakRssMiB() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;  // Linux reports KiB
-}
 
 namespace {
 

@@ -26,7 +26,4 @@ class Diagnostics {
   nlohmann::ordered_json summary_;
 };
 
-// Peak resident memory of this process, in MiB (getrusage).
-double PeakRssMiB();
-
 }  // namespace dflash::serve

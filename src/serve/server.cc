@@ -8,6 +8,7 @@
 #include <random>
 
 #include "core/dtype.h"
+#include "core/peak_rss.h"
 #include "serve/access.h"
 #include "serve/anthropic_format.h"
 #include "serve/api_error.h"

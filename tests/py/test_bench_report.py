@@ -150,7 +150,11 @@ def test_report_memory_estimate_is_within_its_bound_of_peak_rss(tmp_path, quant)
     m = json.loads((tmp_path / "report.json").read_text())["memory"]
     estimate_mib = m["estimate"]["total_bytes"] / 2**20
     rel, fixed = MEMORY_BOUND
-    assert abs(estimate_mib - m["peak_rss_mib"]) <= rel * m["peak_rss_mib"] + fixed, (estimate_mib, m)
+    # A sanitized binary's RSS holds shadow memory and freed-block quarantine, which the estimate
+    # rightly leaves out (150-171 MiB against 44-53 under `make asan`): the bound is checked by
+    # the normal build's `make test`.
+    if not os.environ.get("DFLASH_SANITIZE"):
+        assert abs(estimate_mib - m["peak_rss_mib"]) <= rel * m["peak_rss_mib"] + fixed, (estimate_mib, m)
     # Quantised at load, the largest stored matrix counts once more (its pages are read while
     # quantising, then dropped): some of the target's file, not all of it.
     target_file = (PAIR / "target" / "model.safetensors").stat().st_size
